@@ -1,0 +1,457 @@
+//! The egress guard (design guarantee G9): hooklane only ever connects to
+//! public destinations.
+//!
+//! Its place in the flow:
+//!
+//! 1. **Registration.** When an endpoint is created or its URL changes, the
+//!    API calls [`check_url_resolved`]: the URL must be `https` (plain `http`
+//!    only where [`EgressPolicy::allow_http`] is set), name a host, carry no
+//!    credentials, and neither an IP-literal host nor any address its domain
+//!    resolves to may be refused by [`is_forbidden`].
+//! 2. **Delivery.** The delivery client is built with a [`GuardedResolver`]
+//!    (`reqwest::ClientBuilder::dns_resolver`). It resolves each host once,
+//!    drops refused addresses and hands only checked addresses to reqwest, so
+//!    the connection goes to an address that was checked — a DNS answer that
+//!    changes between registration and delivery (DNS rebinding) cannot steer
+//!    a delivery inside the network.
+//! 3. **IP literals.** reqwest does not consult the resolver for IP-literal
+//!    hosts, so callers also call [`check_url`] before each send.
+//!
+//! [`EgressPolicy::allow_private`] (a development flag, off by default) lets
+//! private and loopback targets through; the scheme, host and credential
+//! rules still apply.
+
+use std::error::Error as StdError;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+use reqwest::dns::{Addrs, Name, Resolve, Resolving};
+use url::{Host, Url};
+
+/// The longest URL accepted, in bytes.
+const MAX_URL_LEN: usize = 2048;
+
+/// What the egress guard lets through beyond the defaults (both off by default).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EgressPolicy {
+    /// Accept plain `http` URLs as well as `https`.
+    pub allow_http: bool,
+    /// Accept targets that [`is_forbidden`] refuses (development only).
+    pub allow_private: bool,
+}
+
+/// Why a URL or a resolved address was refused.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+pub enum EgressError {
+    /// The URL does not parse, or is too long.
+    #[error("the URL is not valid: {0}")]
+    Invalid(String),
+    /// The scheme is neither `https` nor (where allowed) `http`.
+    #[error("the scheme must be https (or http where allowed)")]
+    Scheme,
+    /// The URL has no host.
+    #[error("the URL must name a host")]
+    NoHost,
+    /// The URL carries a user name or password.
+    #[error("the URL must not carry credentials")]
+    Credentials,
+    /// The host is, or resolves to, an address [`is_forbidden`] refuses.
+    #[error("{host} resolves to a refused address ({addr})")]
+    Forbidden {
+        /// The host as written in the URL (or as asked of the resolver).
+        host: String,
+        /// The refused address.
+        addr: IpAddr,
+    },
+    /// The host does not resolve to any address.
+    #[error("{0} does not resolve")]
+    Unresolvable(String),
+}
+
+/// True when the address may never be a delivery target (unless private
+/// targets are allowed): loopback, private, link-local (including cloud
+/// metadata), CGNAT, multicast, broadcast, unspecified, documentation,
+/// benchmarking, reserved and `0.0.0.0/8` IPv4; IPv6 loopback, unspecified,
+/// multicast, unique-local, link-local, site-local and documentation; and any
+/// IPv6 form wrapping a refused IPv4 address (IPv4-mapped, IPv4-compatible,
+/// NAT64 `64:ff9b::/96`, 6to4 `2002::/16`).
+pub fn is_forbidden(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => is_forbidden_v4(v4),
+        IpAddr::V6(v6) => is_forbidden_v6(v6),
+    }
+}
+
+fn is_forbidden_v4(ip: Ipv4Addr) -> bool {
+    let [a, b, c, _] = ip.octets();
+    a == 0 // 0.0.0.0/8, "this network" (includes the unspecified address)
+        || a == 10 // 10/8, RFC 1918
+        || a == 127 // 127/8, loopback
+        || (a == 100 && (64..128).contains(&b)) // 100.64/10, CGNAT (incl. 100.100.100.200)
+        || (a == 169 && b == 254) // 169.254/16, link-local (incl. 169.254.169.254)
+        || (a == 172 && (16..32).contains(&b)) // 172.16/12, RFC 1918
+        || (a == 192 && b == 168) // 192.168/16, RFC 1918
+        || (a == 192 && b == 0 && c == 2) // 192.0.2/24, TEST-NET-1
+        || (a == 198 && (b == 18 || b == 19)) // 198.18/15, benchmarking
+        || (a == 198 && b == 51 && c == 100) // 198.51.100/24, TEST-NET-2
+        || (a == 203 && b == 0 && c == 113) // 203.0.113/24, TEST-NET-3
+        || a >= 224 // 224/4 multicast, 240/4 reserved, 255.255.255.255 broadcast
+}
+
+fn is_forbidden_v6(ip: Ipv6Addr) -> bool {
+    let s = ip.segments();
+    let embedded = |hi: u16, lo: u16| Ipv4Addr::from((u32::from(hi) << 16) | u32::from(lo));
+    if let Some(v4) = ip.to_ipv4_mapped() {
+        return is_forbidden_v4(v4); // ::ffff:a.b.c.d
+    }
+    if s[..6].iter().all(|&x| x == 0) {
+        // IPv4-compatible ::a.b.c.d; also covers :: and ::1 (0.0.0.0/8).
+        return is_forbidden_v4(embedded(s[6], s[7]));
+    }
+    if s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
+        return is_forbidden_v4(embedded(s[6], s[7])); // NAT64 64:ff9b::/96
+    }
+    if s[0] == 0x2002 {
+        return is_forbidden_v4(embedded(s[1], s[2])); // 6to4 2002::/16
+    }
+    (s[0] & 0xff00) == 0xff00 // ff00::/8, multicast
+        || (s[0] & 0xfe00) == 0xfc00 // fc00::/7, unique-local (incl. fd00:ec2::254)
+        || (s[0] & 0xffc0) == 0xfe80 // fe80::/10, link-local
+        || (s[0] & 0xffc0) == 0xfec0 // fec0::/10, deprecated site-local
+        || (s[0] == 0x2001 && s[1] == 0x0db8) // 2001:db8::/32, documentation
+        || (s[0] == 0x64 && s[1] == 0xff9b && s[2] == 1) // 64:ff9b:1::/48, local-use NAT64
+}
+
+/// Parses and checks a URL's form without DNS: the scheme (`https`, or
+/// `http` when `policy.allow_http`), a host, no credentials, at most 2048
+/// characters, and an IP-literal host against [`is_forbidden`] (unless
+/// `policy.allow_private`). Decimal, octal and hex IPv4 hosts such as
+/// `https://2130706433/` are normalised by the URL parser and checked too.
+///
+/// reqwest does not consult [`GuardedResolver`] for IP-literal hosts, so
+/// callers call this before each send as well as at registration.
+pub fn check_url(raw: &str, policy: EgressPolicy) -> Result<Url, EgressError> {
+    if raw.len() > MAX_URL_LEN {
+        return Err(EgressError::Invalid(format!(
+            "longer than {MAX_URL_LEN} characters"
+        )));
+    }
+    let url = Url::parse(raw).map_err(|e| EgressError::Invalid(e.to_string()))?;
+    match url.scheme() {
+        "https" => {}
+        "http" if policy.allow_http => {}
+        _ => return Err(EgressError::Scheme),
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(EgressError::Credentials);
+    }
+    let addr = match url.host() {
+        None => return Err(EgressError::NoHost),
+        Some(Host::Domain("")) => return Err(EgressError::NoHost),
+        Some(Host::Domain(_)) => None,
+        Some(Host::Ipv4(v4)) => Some(IpAddr::V4(v4)),
+        Some(Host::Ipv6(v6)) => Some(IpAddr::V6(v6)),
+    };
+    if let Some(addr) = addr {
+        if !policy.allow_private && is_forbidden(addr) {
+            return Err(EgressError::Forbidden {
+                host: url.host_str().unwrap_or_default().to_owned(),
+                addr,
+            });
+        }
+    }
+    Ok(url)
+}
+
+/// [`check_url`], then, for a domain host, resolves it once and refuses the
+/// URL if ANY resolved address is forbidden (unless `policy.allow_private`).
+///
+/// A host that does not resolve at all is accepted here: DNS for a new
+/// endpoint may not be set up yet at registration. That is safe because the
+/// delivery client's [`GuardedResolver`] resolves and checks again at connect
+/// time, and reports a host that still does not resolve as
+/// [`EgressError::Unresolvable`].
+pub async fn check_url_resolved(raw: &str, policy: EgressPolicy) -> Result<Url, EgressError> {
+    let url = check_url(raw, policy)?;
+    if policy.allow_private {
+        return Ok(url);
+    }
+    let Some(Host::Domain(domain)) = url.host() else {
+        return Ok(url);
+    };
+    let port = url.port_or_known_default().unwrap_or(443);
+    match tokio::net::lookup_host((domain, port)).await {
+        Ok(addrs) => {
+            for sa in addrs {
+                if is_forbidden(sa.ip()) {
+                    return Err(EgressError::Forbidden {
+                        host: domain.to_owned(),
+                        addr: sa.ip(),
+                    });
+                }
+            }
+        }
+        Err(e) => {
+            tracing::debug!(host = domain, error = %e, "host does not resolve yet; accepted, checked again at connect time");
+        }
+    }
+    Ok(url)
+}
+
+/// The delivery client's DNS resolver (implements [`reqwest::dns::Resolve`]):
+/// resolves each name once, drops forbidden addresses (unless private
+/// targets are allowed), and fails with [`EgressError::Forbidden`] when none
+/// remain or [`EgressError::Unresolvable`] when the name does not resolve, so
+/// reqwest connects only to checked addresses. Install with
+/// `reqwest::ClientBuilder::dns_resolver(Arc::new(GuardedResolver::new(allow_private)))`.
+/// IP-literal URLs bypass resolvers: see [`check_url`].
+#[derive(Debug, Clone)]
+pub struct GuardedResolver {
+    allow_private: bool,
+}
+
+impl GuardedResolver {
+    /// A resolver that refuses forbidden addresses unless `allow_private`.
+    pub fn new(allow_private: bool) -> Self {
+        Self { allow_private }
+    }
+
+    async fn resolve_checked(host: String, allow_private: bool) -> Result<Addrs, EgressError> {
+        let lookup = tokio::net::lookup_host((host.as_str(), 0))
+            .await
+            .map(Iterator::collect::<Vec<SocketAddr>>);
+        let Ok(resolved) = lookup else {
+            return Err(EgressError::Unresolvable(host));
+        };
+        let Some(first) = resolved.first().copied() else {
+            return Err(EgressError::Unresolvable(host));
+        };
+        let allowed: Vec<SocketAddr> = resolved
+            .iter()
+            .copied()
+            .filter(|sa| allow_private || !is_forbidden(sa.ip()))
+            .collect();
+        if allowed.is_empty() {
+            return Err(EgressError::Forbidden {
+                host,
+                addr: first.ip(),
+            });
+        }
+        if allowed.len() < resolved.len() {
+            tracing::warn!(
+                host = %host,
+                dropped = resolved.len() - allowed.len(),
+                "dropped refused addresses from a DNS answer"
+            );
+        }
+        Ok(Box::new(allowed.into_iter()))
+    }
+}
+
+impl Resolve for GuardedResolver {
+    fn resolve(&self, name: Name) -> Resolving {
+        let host = name.as_str().to_owned();
+        let allow_private = self.allow_private;
+        Box::pin(async move {
+            Self::resolve_checked(host, allow_private)
+                .await
+                .map_err(Into::into)
+        })
+    }
+}
+
+/// Walks an error's source chain and returns the [`EgressError`] inside it,
+/// if any, so the delivery classifier can tell "host no longer resolves"
+/// (fatal) and "refused address" from other connect errors. Looks inside
+/// `std::io::Error` wrappers too, whose `source` skips the wrapped error.
+pub fn find_egress_error<'a>(err: &'a (dyn StdError + 'static)) -> Option<&'a EgressError> {
+    let mut current = Some(err);
+    while let Some(e) = current {
+        if let Some(found) = e.downcast_ref::<EgressError>() {
+            return Some(found);
+        }
+        if let Some(inner) = e
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+            .and_then(|inner| inner.downcast_ref::<EgressError>())
+        {
+            return Some(inner);
+        }
+        current = e.source();
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::str::FromStr;
+    use std::sync::Arc;
+
+    const fn policy(allow_http: bool, allow_private: bool) -> EgressPolicy {
+        EgressPolicy {
+            allow_http,
+            allow_private,
+        }
+    }
+    const STRICT: EgressPolicy = policy(false, false);
+    const HTTP: EgressPolicy = policy(true, false);
+    const PRIVATE: EgressPolicy = policy(false, true);
+
+    /// Asserts `is_forbidden` gives `expected` for each whitespace-separated address.
+    fn expect_forbidden(addrs: &str, expected: bool) {
+        for a in addrs.split_whitespace() {
+            let ip: IpAddr = a.parse().expect("test address parses");
+            assert_eq!(is_forbidden(ip), expected, "is_forbidden({a})");
+        }
+    }
+
+    fn refused(raw: &str) -> bool {
+        matches!(check_url(raw, STRICT), Err(EgressError::Forbidden { .. }))
+    }
+
+    #[test]
+    fn loopback_addresses_are_forbidden() {
+        expect_forbidden("127.0.0.1 127.1.2.3 ::1", true);
+    }
+
+    #[test]
+    fn rfc1918_ranges_are_forbidden_up_to_their_edges() {
+        expect_forbidden("10.0.0.1 10.255.255.255 172.16.0.0 172.31.255.255", true);
+        expect_forbidden("192.168.0.1 192.168.255.255", true);
+        expect_forbidden("172.15.255.255 172.32.0.0 9.255.255.255 11.0.0.0", false);
+    }
+
+    #[test]
+    fn metadata_cgnat_and_special_v4_ranges_are_forbidden() {
+        expect_forbidden("169.254.169.254 100.64.0.1 100.100.100.200 0.0.0.0", true);
+        expect_forbidden("224.0.0.1 255.255.255.255 192.0.2.1 198.51.100.7", true);
+        expect_forbidden("203.0.113.9 198.18.0.1 198.19.255.255 240.0.0.1", true);
+        expect_forbidden("100.63.255.255 100.128.0.0 198.20.0.0", false);
+    }
+
+    #[test]
+    fn special_v6_ranges_are_forbidden() {
+        expect_forbidden(":: fd00::1 fd00:ec2::254 fe80::1 ff02::1 2001:db8::1", true);
+    }
+
+    #[test]
+    fn v6_forms_wrapping_a_forbidden_v4_are_forbidden() {
+        expect_forbidden("::ffff:127.0.0.1 ::ffff:10.0.0.1 ::127.0.0.1", true);
+        expect_forbidden("64:ff9b::a9fe:a9fe 2002:7f00:1::", true);
+        expect_forbidden(
+            "::ffff:93.184.215.14 64:ff9b::5db8:d70e 2002:5db8:d70e::1",
+            false,
+        );
+    }
+
+    #[test]
+    fn public_addresses_are_allowed() {
+        expect_forbidden("93.184.215.14 2606:2800:21f:cb07:6820:80da:af6b:1b2", false);
+        assert!(check_url("https://93.184.215.14/hook", STRICT).is_ok());
+        assert!(check_url("https://[2606:2800:21f:cb07:6820:80da:af6b:1b2]/", STRICT).is_ok());
+    }
+
+    #[test]
+    fn ip_literal_urls_in_forbidden_ranges_are_refused() {
+        assert!(refused("https://127.0.0.1/"));
+        assert!(refused("https://[::1]:8443/"));
+        assert!(refused("https://169.254.169.254/latest/meta-data/"));
+        assert!(refused("https://[::ffff:7f00:1]/"));
+        assert!(refused("https://[::ffff:10.0.0.1]/"));
+    }
+
+    #[test]
+    fn decimal_octal_and_hex_ipv4_hosts_are_refused() {
+        assert!(refused("https://2130706433/"));
+        assert!(refused("https://0177.0.0.1/"));
+        assert!(refused("https://0x7f.0.0.1/"));
+    }
+
+    #[test]
+    fn http_is_refused_unless_allowed() {
+        assert_eq!(
+            check_url("http://example.com/", STRICT),
+            Err(EgressError::Scheme)
+        );
+        assert!(check_url("http://example.com/", HTTP).is_ok());
+        assert_eq!(
+            check_url("ftp://example.com/", HTTP),
+            Err(EgressError::Scheme)
+        );
+    }
+
+    #[test]
+    fn credentials_in_the_url_are_refused() {
+        let err = Err(EgressError::Credentials);
+        assert_eq!(check_url("https://user:pass@example.com/", STRICT), err);
+        assert_eq!(check_url("https://user@example.com/", STRICT), err);
+    }
+
+    #[test]
+    fn malformed_and_overlong_urls_are_invalid() {
+        let invalid = |raw: &str| matches!(check_url(raw, STRICT), Err(EgressError::Invalid(_)));
+        assert!(invalid("not a url"));
+        assert!(invalid(&format!(
+            "https://example.com/{}",
+            "a".repeat(MAX_URL_LEN)
+        )));
+    }
+
+    #[test]
+    fn allow_private_lets_loopback_through() {
+        assert!(check_url("https://127.0.0.1/", PRIVATE).is_ok());
+    }
+
+    #[tokio::test]
+    async fn a_hostname_resolving_to_loopback_is_refused_at_registration() {
+        let err = check_url_resolved("https://localhost/hook", STRICT).await;
+        assert!(
+            matches!(err, Err(EgressError::Forbidden { ref host, .. }) if host == "localhost"),
+            "{err:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn the_guarded_resolver_refuses_localhost() {
+        let name = Name::from_str("localhost").expect("valid name");
+        let err = match GuardedResolver::new(false).resolve(name).await {
+            Ok(addrs) => panic!("resolved to {:?}", addrs.collect::<Vec<_>>()),
+            Err(e) => e,
+        };
+        let found = find_egress_error(err.as_ref());
+        assert!(
+            matches!(found, Some(EgressError::Forbidden { .. })),
+            "{found:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn the_guarded_resolver_lets_localhost_through_when_private_is_allowed() {
+        let name = Name::from_str("localhost").expect("valid name");
+        let addrs = GuardedResolver::new(true).resolve(name).await;
+        assert!(addrs.is_ok_and(|mut a| a.all(|sa| sa.ip().is_loopback())));
+    }
+
+    #[tokio::test]
+    async fn find_egress_error_finds_the_refusal_inside_a_reqwest_error() {
+        let client = reqwest::Client::builder()
+            .dns_resolver(Arc::new(GuardedResolver::new(false)))
+            .build()
+            .expect("client builds");
+        let sent = client.get("http://localhost:1/").send().await;
+        let err = sent.expect_err("localhost must be refused");
+        let found = find_egress_error(&err);
+        assert!(
+            matches!(found, Some(EgressError::Forbidden { .. })),
+            "{found:?}"
+        );
+    }
+
+    #[test]
+    fn find_egress_error_looks_inside_io_errors() {
+        let gone = EgressError::Unresolvable("gone.example".into());
+        let io = std::io::Error::other(gone.clone());
+        assert_eq!(find_egress_error(&io), Some(&gone));
+        assert_eq!(find_egress_error(&std::io::Error::other("plain")), None);
+    }
+}

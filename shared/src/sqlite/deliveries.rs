@@ -1,0 +1,268 @@
+//! `DeliveryQueue` over SQLite: one row per (event, subscription); a lane is
+//! a subscription's pending rows in `seq` order. An attempt in flight keeps
+//! its row (a lease: `next_attempt_at` moves past the attempt timeout), so a
+//! crash at any point leaves it due again, never lost.
+
+use async_trait::async_trait;
+use rusqlite::{params, OptionalExtension, Row};
+use time::OffsetDateTime;
+
+use super::{corrupt, from_ms, ms, SqliteStore};
+use crate::domain::{
+    Attempt, DeadLetter, Delivery, EventId, EventType, SubscriptionId, TenantId,
+};
+use crate::ports::{DeliveryQueue, DeliveryView, Finish, NewDelivery, StoreResult};
+
+const DELIVERY_COLUMNS: &str =
+    "seq, tenant, subscription_id, event_id, event_type, attempts, first_attempt_at, next_attempt_at";
+
+fn delivery_row(r: &Row<'_>) -> rusqlite::Result<Delivery> {
+    Ok(Delivery {
+        seq: r.get(0)?,
+        tenant: TenantId::parse(&r.get::<_, String>(1)?).map_err(|_| corrupt("tenant"))?,
+        subscription_id: SubscriptionId::parse(&r.get::<_, String>(2)?)
+            .map_err(|_| corrupt("subscription id"))?,
+        event_id: EventId::parse(&r.get::<_, String>(3)?).map_err(|_| corrupt("event id"))?,
+        event_type: EventType::parse(&r.get::<_, String>(4)?).map_err(|_| corrupt("type"))?,
+        attempts: r.get(5)?,
+        first_attempt_at: r.get::<_, Option<i64>>(6)?.map(from_ms),
+        next_attempt_at: from_ms(r.get(7)?),
+    })
+}
+
+fn dead_letter_row(r: &Row<'_>) -> rusqlite::Result<(i64, DeadLetter)> {
+    Ok((
+        r.get(0)?,
+        DeadLetter {
+            subscription_id: SubscriptionId::parse(&r.get::<_, String>(1)?)
+                .map_err(|_| corrupt("subscription id"))?,
+            event_id: EventId::parse(&r.get::<_, String>(2)?).map_err(|_| corrupt("event id"))?,
+            event_type: EventType::parse(&r.get::<_, String>(3)?).map_err(|_| corrupt("type"))?,
+            attempts: r.get(4)?,
+            last_status_code: r.get(5)?,
+            reason: r.get::<_, Option<String>>(6)?.unwrap_or_default(),
+            first_attempt_at: r.get::<_, Option<i64>>(7)?.map(from_ms),
+            parked_at: from_ms(r.get::<_, Option<i64>>(8)?.unwrap_or_default()),
+        },
+    ))
+}
+
+#[async_trait]
+impl DeliveryQueue for SqliteStore {
+    async fn enqueue(&self, deliveries: &[NewDelivery]) -> StoreResult<()> {
+        let rows = deliveries.to_vec();
+        let now = ms(OffsetDateTime::now_utc());
+        self.write(move |conn| {
+            let mut stmt = conn.prepare_cached(
+                "INSERT OR IGNORE INTO deliveries \
+                 (tenant, subscription_id, event_id, event_type, state, next_attempt_at, updated_at) \
+                 VALUES (?1, ?2, ?3, ?4, 'pending', ?5, ?5)",
+            )?;
+            for d in &rows {
+                stmt.execute(params![
+                    d.tenant.as_str(),
+                    d.subscription_id.as_str(),
+                    d.event_id.as_str(),
+                    d.event_type.as_str(),
+                    now
+                ])?;
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn begin_attempt(
+        &self,
+        d: &Delivery,
+        now: OffsetDateTime,
+        lease_until: OffsetDateTime,
+    ) -> StoreResult<bool> {
+        let (seq, attempts, sub) = (d.seq, d.attempts, d.subscription_id.clone());
+        let (now, lease) = (ms(now), ms(lease_until));
+        self.write(move |conn| {
+            // The tombstone is checked in the same write that starts the
+            // attempt: a DELETE committed before it wins, so no attempt
+            // starts after the DELETE was answered.
+            let n = conn
+                .prepare_cached(
+                    "UPDATE deliveries SET attempts = attempts + 1, \
+                     first_attempt_at = COALESCE(first_attempt_at, ?3), last_attempt_at = ?3, \
+                     next_attempt_at = ?4, updated_at = ?3 \
+                     WHERE seq = ?1 AND state = 'pending' AND attempts = ?2 AND EXISTS (\
+                       SELECT 1 FROM subscriptions s WHERE s.id = ?5 AND s.deleted_at IS NULL AND s.status = 'active')",
+                )?
+                .execute(params![seq, attempts, now, lease, sub.as_str()])?;
+            Ok(n == 1)
+        })
+        .await
+    }
+
+    async fn finish(&self, d: &Delivery, finish: &Finish, last: &Attempt) -> StoreResult<()> {
+        let seq = d.seq;
+        let finish = finish.clone();
+        let (status, error) = (last.status_code, last.error.clone());
+        let now = ms(OffsetDateTime::now_utc());
+        self.write(move |conn| {
+            let (state, next, reason, parked) = match &finish {
+                Finish::Delivered => ("delivered", None, None, None),
+                Finish::RetryAt(at) => ("pending", Some(ms(*at)), None, None),
+                Finish::Parked(reason) => ("parked", None, Some(reason.clone()), Some(now)),
+                Finish::Dropped => ("dropped", None, None, None),
+            };
+            conn.prepare_cached(
+                "UPDATE deliveries SET state = ?2, next_attempt_at = COALESCE(?3, next_attempt_at), \
+                 last_status = COALESCE(?4, last_status), last_error = ?5, reason = ?6, parked_at = ?7, \
+                 updated_at = ?8 WHERE seq = ?1 AND state = 'pending'",
+            )?
+            .execute(params![seq, state, next, status, error, reason, parked, now])?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn dead_letters(
+        &self,
+        tenant: &TenantId,
+        subscription: Option<&SubscriptionId>,
+        after: Option<i64>,
+        limit: usize,
+    ) -> StoreResult<Vec<(i64, DeadLetter)>> {
+        let tenant = tenant.clone();
+        let sub = subscription.map(|s| s.as_str().to_owned());
+        self.read(move |conn| {
+            conn.prepare_cached(
+                "SELECT seq, subscription_id, event_id, event_type, attempts, last_status, reason, \
+                 first_attempt_at, parked_at FROM deliveries \
+                 WHERE tenant = ?1 AND state = 'parked' AND seq > ?2 \
+                 AND (?3 IS NULL OR subscription_id = ?3) ORDER BY seq LIMIT ?4",
+            )?
+            .query_map(
+                params![tenant.as_str(), after.unwrap_or(0), sub, limit as i64],
+                dead_letter_row,
+            )?
+            .collect()
+        })
+        .await
+    }
+
+    async fn replay(
+        &self,
+        tenant: &TenantId,
+        subscription: Option<&SubscriptionId>,
+        event_ids: Option<&[EventId]>,
+        now: OffsetDateTime,
+    ) -> StoreResult<Vec<SubscriptionId>> {
+        let tenant = tenant.clone();
+        let sub = subscription.map(|s| s.as_str().to_owned());
+        let events: Option<Vec<String>> =
+            event_ids.map(|ids| ids.iter().map(|e| e.as_str().to_owned()).collect());
+        let now = ms(now);
+        self.write(move |conn| {
+            let parked: Vec<Delivery> = conn
+                .prepare_cached(&format!(
+                    "SELECT {DELIVERY_COLUMNS} FROM deliveries d WHERE tenant = ?1 AND state = 'parked' \
+                     AND (?2 IS NULL OR subscription_id = ?2) AND EXISTS (\
+                       SELECT 1 FROM subscriptions s WHERE s.id = d.subscription_id AND s.deleted_at IS NULL) \
+                     ORDER BY seq"
+                ))?
+                .query_map(params![tenant.as_str(), sub], delivery_row)?
+                .collect::<rusqlite::Result<_>>()?;
+            let mut replayed = Vec::new();
+            for d in parked {
+                if let Some(ids) = &events {
+                    if !ids.iter().any(|e| e == d.event_id.as_str()) {
+                        continue;
+                    }
+                }
+                // A fresh row at the end of the lane: new seq, fresh ladder.
+                conn.prepare_cached("DELETE FROM deliveries WHERE seq = ?1")?
+                    .execute(params![d.seq])?;
+                conn.prepare_cached(
+                    "INSERT INTO deliveries (tenant, subscription_id, event_id, event_type, state, next_attempt_at, updated_at) \
+                     VALUES (?1, ?2, ?3, ?4, 'pending', ?5, ?5)",
+                )?
+                .execute(params![
+                    d.tenant.as_str(),
+                    d.subscription_id.as_str(),
+                    d.event_id.as_str(),
+                    d.event_type.as_str(),
+                    now
+                ])?;
+                replayed.push(d.subscription_id);
+            }
+            Ok(replayed)
+        })
+        .await
+    }
+
+    async fn event_deliveries(
+        &self,
+        tenant: &TenantId,
+        event_id: &EventId,
+    ) -> StoreResult<Vec<DeliveryView>> {
+        let (tenant, event_id) = (tenant.clone(), event_id.clone());
+        self.read(move |conn| {
+            conn.prepare_cached(
+                "SELECT subscription_id, state, attempts, last_status, next_attempt_at FROM deliveries \
+                 WHERE tenant = ?1 AND event_id = ?2 ORDER BY subscription_id",
+            )?
+            .query_map(params![tenant.as_str(), event_id.as_str()], |r| {
+                let attempts: u32 = r.get(2)?;
+                let state = match (r.get::<_, String>(1)?.as_str(), attempts) {
+                    ("pending", 0) => "pending",
+                    ("pending", _) => "retrying",
+                    ("delivered", _) => "delivered",
+                    ("parked", _) => "parked",
+                    _ => "dropped",
+                };
+                Ok(DeliveryView {
+                    subscription_id: SubscriptionId::parse(&r.get::<_, String>(0)?)
+                        .map_err(|_| corrupt("subscription id"))?,
+                    state,
+                    attempts,
+                    last_status_code: r.get(3)?,
+                    next_attempt_at: (matches!(state, "pending" | "retrying"))
+                        .then(|| r.get::<_, i64>(4).map(from_ms))
+                        .transpose()?,
+                })
+            })?
+            .collect()
+        })
+        .await
+    }
+}
+
+impl SqliteStore {
+    /// The head of a lane: the subscription's oldest pending delivery.
+    pub async fn lane_head(&self, sub: &SubscriptionId) -> StoreResult<Option<Delivery>> {
+        let sub = sub.clone();
+        self.read(move |conn| {
+            conn.prepare_cached(&format!(
+                "SELECT {DELIVERY_COLUMNS} FROM deliveries WHERE subscription_id = ?1 AND state = 'pending' \
+                 ORDER BY seq LIMIT 1"
+            ))?
+            .query_row(params![sub.as_str()], delivery_row)
+            .optional()
+        })
+        .await
+    }
+
+    /// Every lane with pending deliveries (read at start to resume work).
+    pub async fn pending_lanes(&self) -> StoreResult<Vec<(TenantId, SubscriptionId)>> {
+        self.read(|conn| {
+            conn.prepare_cached(
+                "SELECT DISTINCT tenant, subscription_id FROM deliveries WHERE state = 'pending'",
+            )?
+            .query_map([], |r| {
+                Ok((
+                    TenantId::parse(&r.get::<_, String>(0)?).map_err(|_| corrupt("tenant"))?,
+                    SubscriptionId::parse(&r.get::<_, String>(1)?)
+                        .map_err(|_| corrupt("subscription id"))?,
+                ))
+            })?
+            .collect()
+        })
+        .await
+    }
+}

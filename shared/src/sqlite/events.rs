@@ -1,0 +1,138 @@
+//! `EventArchive` over SQLite, plus the fan-out intake the embedded runner
+//! drains: accepting an event writes the archive row and its fan-out job in
+//! one transaction.
+
+use async_trait::async_trait;
+use rusqlite::{params, OptionalExtension, Row};
+use time::{Duration, OffsetDateTime};
+
+use super::{corrupt, from_ms, ms, SqliteStore};
+use crate::domain::{Event, EventId, EventType, TenantId};
+use crate::ports::{Accepted, EventArchive, StoreError, StoreResult};
+
+/// How long an event id stays reserved for idempotent publish (G12).
+const IDEMPOTENCY_WINDOW: Duration = Duration::hours(24);
+
+/// Reads an event from five columns starting at `i`.
+fn event_at(r: &Row<'_>, i: usize) -> rusqlite::Result<Event> {
+    Ok(Event {
+        tenant: TenantId::parse(&r.get::<_, String>(i)?).map_err(|_| corrupt("tenant"))?,
+        id: EventId::parse(&r.get::<_, String>(i + 1)?).map_err(|_| corrupt("event id"))?,
+        event_type: EventType::parse(&r.get::<_, String>(i + 2)?).map_err(|_| corrupt("type"))?,
+        created_at: from_ms(r.get(i + 3)?),
+        payload: bytes::Bytes::from(r.get::<_, Vec<u8>>(i + 4)?),
+    })
+}
+
+fn from_row(r: &Row<'_>) -> rusqlite::Result<Event> {
+    event_at(r, 0)
+}
+
+const SELECT: &str = "SELECT tenant, id, type, created_at, payload FROM events";
+
+/// The outcome of accepting inside the writer.
+enum Outcome {
+    New,
+    Duplicate(Event),
+    TooOld,
+}
+
+#[async_trait]
+impl EventArchive for SqliteStore {
+    async fn accept(&self, event: Event) -> StoreResult<Accepted> {
+        let e = event.clone();
+        let outcome = self
+            .write(move |conn| {
+                let existing = conn
+                    .prepare_cached(&format!("{SELECT} WHERE tenant = ?1 AND id = ?2"))?
+                    .query_row(params![e.tenant.as_str(), e.id.as_str()], from_row)
+                    .optional()?;
+                if let Some(old) = existing {
+                    return Ok(if e.created_at - old.created_at < IDEMPOTENCY_WINDOW {
+                        Outcome::Duplicate(old)
+                    } else {
+                        Outcome::TooOld
+                    });
+                }
+                conn.prepare_cached(
+                    "INSERT INTO events (tenant, id, type, created_at, payload) VALUES (?1, ?2, ?3, ?4, ?5)",
+                )?
+                .execute(params![
+                    e.tenant.as_str(),
+                    e.id.as_str(),
+                    e.event_type.as_str(),
+                    ms(e.created_at),
+                    e.payload.as_ref()
+                ])?;
+                conn.prepare_cached("INSERT INTO fanout_jobs (tenant, event_id) VALUES (?1, ?2)")?
+                    .execute(params![e.tenant.as_str(), e.id.as_str()])?;
+                Ok(Outcome::New)
+            })
+            .await?;
+        match outcome {
+            Outcome::New => Ok(Accepted::New(event)),
+            Outcome::Duplicate(old) => Ok(Accepted::Duplicate(old)),
+            Outcome::TooOld => Err(StoreError::Conflict(
+                "this event id was used more than 24 hours ago".into(),
+            )),
+        }
+    }
+
+    async fn get(&self, tenant: &TenantId, id: &EventId) -> StoreResult<Option<Event>> {
+        let (tenant, id) = (tenant.clone(), id.clone());
+        self.read(move |conn| {
+            conn.prepare_cached(&format!("{SELECT} WHERE tenant = ?1 AND id = ?2"))?
+                .query_row(params![tenant.as_str(), id.as_str()], from_row)
+                .optional()
+        })
+        .await
+    }
+}
+
+impl SqliteStore {
+    /// The oldest fan-out jobs, in acceptance order, with their events.
+    pub async fn pending_fan_outs(&self, limit: usize) -> StoreResult<Vec<(i64, Event)>> {
+        self.read(move |conn| {
+            conn.prepare_cached(
+                "SELECT j.seq, e.tenant, e.id, e.type, e.created_at, e.payload FROM fanout_jobs j \
+                 JOIN events e ON e.tenant = j.tenant AND e.id = j.event_id ORDER BY j.seq LIMIT ?1",
+            )?
+            .query_map(params![limit as i64], |r| Ok((r.get(0)?, event_at(r, 1)?)))?
+            .collect()
+        })
+        .await
+    }
+
+    /// Marks fan-out jobs done (after their deliveries are enqueued).
+    pub async fn complete_fan_outs(&self, seqs: Vec<i64>) -> StoreResult<()> {
+        self.write(move |conn| {
+            let mut stmt = conn.prepare_cached("DELETE FROM fanout_jobs WHERE seq = ?1")?;
+            for s in seqs {
+                stmt.execute(params![s])?;
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    /// Deletes events, finished deliveries and attempts older than the
+    /// retention window (14 days); returns how many rows went.
+    pub async fn purge_expired(&self, now: OffsetDateTime, retention: Duration) -> StoreResult<usize> {
+        let cutoff = ms(now - retention);
+        self.write(move |conn| {
+            let mut n = conn.execute(
+                "DELETE FROM deliveries WHERE state != 'pending' AND updated_at < ?1",
+                params![cutoff],
+            )?;
+            n += conn.execute("DELETE FROM attempts WHERE started_at < ?1", params![cutoff])?;
+            n += conn.execute(
+                "DELETE FROM events WHERE created_at < ?1 AND NOT EXISTS (\
+                   SELECT 1 FROM deliveries d WHERE d.tenant = events.tenant AND d.event_id = events.id AND d.state = 'pending') \
+                 AND NOT EXISTS (SELECT 1 FROM fanout_jobs j WHERE j.tenant = events.tenant AND j.event_id = events.id)",
+                params![cutoff],
+            )?;
+            Ok(n)
+        })
+        .await
+    }
+}

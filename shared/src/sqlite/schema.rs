@@ -1,0 +1,95 @@
+//! The embedded database's schema, applied at open (idempotent).
+
+use rusqlite::Connection;
+
+const SCHEMA: &str = r#"
+CREATE TABLE IF NOT EXISTS subscriptions (
+    id TEXT PRIMARY KEY,
+    tenant TEXT NOT NULL,
+    url TEXT NOT NULL,
+    filters TEXT NOT NULL,
+    description TEXT,
+    metadata TEXT NOT NULL,
+    secret TEXT NOT NULL,
+    prev_secret TEXT,
+    prev_secret_expires_at INTEGER,
+    status TEXT NOT NULL,
+    health TEXT NOT NULL,
+    suspended_at INTEGER,
+    status_reason TEXT,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    deleted_at INTEGER
+);
+CREATE INDEX IF NOT EXISTS subscriptions_by_tenant ON subscriptions (tenant, id);
+
+CREATE TABLE IF NOT EXISTS subscription_filters (
+    tenant TEXT NOT NULL,
+    filter TEXT NOT NULL,
+    subscription_id TEXT NOT NULL,
+    PRIMARY KEY (tenant, filter, subscription_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS subscription_filters_by_sub ON subscription_filters (subscription_id);
+
+CREATE TABLE IF NOT EXISTS events (
+    tenant TEXT NOT NULL,
+    id TEXT NOT NULL,
+    type TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    payload BLOB NOT NULL,
+    PRIMARY KEY (tenant, id)
+);
+CREATE INDEX IF NOT EXISTS events_by_time ON events (created_at);
+
+CREATE TABLE IF NOT EXISTS fanout_jobs (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    tenant TEXT NOT NULL,
+    event_id TEXT NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS deliveries (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    tenant TEXT NOT NULL,
+    subscription_id TEXT NOT NULL,
+    event_id TEXT NOT NULL,
+    event_type TEXT NOT NULL,
+    state TEXT NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    first_attempt_at INTEGER,
+    last_attempt_at INTEGER,
+    next_attempt_at INTEGER NOT NULL,
+    last_status INTEGER,
+    last_error TEXT,
+    reason TEXT,
+    parked_at INTEGER,
+    updated_at INTEGER NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS deliveries_once ON deliveries (subscription_id, event_id);
+CREATE INDEX IF NOT EXISTS deliveries_lane ON deliveries (subscription_id, state, seq);
+CREATE INDEX IF NOT EXISTS deliveries_by_event ON deliveries (tenant, event_id);
+CREATE INDEX IF NOT EXISTS deliveries_parked ON deliveries (tenant, state, seq);
+
+CREATE TABLE IF NOT EXISTS attempts (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL,
+    tenant TEXT NOT NULL,
+    subscription_id TEXT NOT NULL,
+    event_id TEXT NOT NULL,
+    attempt INTEGER NOT NULL,
+    started_at INTEGER NOT NULL,
+    duration_ms INTEGER NOT NULL,
+    status_code INTEGER,
+    outcome TEXT NOT NULL,
+    error TEXT,
+    response_excerpt TEXT
+);
+CREATE INDEX IF NOT EXISTS attempts_by_sub ON attempts (tenant, subscription_id, seq);
+CREATE INDEX IF NOT EXISTS attempts_by_time ON attempts (started_at);
+"#;
+
+/// Creates the tables and indexes that are missing.
+pub(super) fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
+    let tx = conn.transaction()?;
+    tx.execute_batch(SCHEMA)?;
+    tx.commit()
+}
