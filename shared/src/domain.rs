@@ -138,7 +138,8 @@ impl fmt::Display for EventId {
 }
 
 fn valid_segments(raw: &str) -> bool {
-    raw.split('.').all(|seg| !seg.is_empty() && seg.chars().all(is_id_char))
+    raw.split('.')
+        .all(|seg| !seg.is_empty() && seg.chars().all(is_id_char))
 }
 
 /// An event type: dot-separated segments of `[A-Za-z0-9_-]`, at most 128

@@ -12,11 +12,11 @@ use tracing::{info, warn};
 
 use crate::config::Config;
 use crate::domain::{Attempt, AttemptId, Delivery, Event, Health, Subscription, SubscriptionId};
+use crate::policy::{decide, Decision};
 use crate::ports::{
     Accepted, AttemptLog, Clock, DeliveryQueue, EventArchive, Finish, NewDelivery, Outbound,
     SendReport, Sender, StoreResult, SubscriptionStore, Wakeup,
 };
-use crate::policy::{decide, Decision};
 use crate::signing::webhook_headers;
 
 /// How many subscriptions fan-out reads and enqueues per page.
@@ -46,7 +46,10 @@ impl Metrics {
     pub fn render(&self) -> String {
         let rows = [
             ("hooklane_events_accepted_total", &self.events_accepted),
-            ("hooklane_deliveries_enqueued_total", &self.deliveries_enqueued),
+            (
+                "hooklane_deliveries_enqueued_total",
+                &self.deliveries_enqueued,
+            ),
             ("hooklane_attempts_total", &self.attempts),
             ("hooklane_deliveries_delivered_total", &self.delivered),
             ("hooklane_deliveries_retried_total", &self.retried),
@@ -54,7 +57,12 @@ impl Metrics {
             ("hooklane_deliveries_dropped_total", &self.dropped),
         ];
         rows.iter()
-            .map(|(name, v)| format!("# TYPE {name} counter\n{name} {}\n", v.load(Ordering::Relaxed)))
+            .map(|(name, v)| {
+                format!(
+                    "# TYPE {name} counter\n{name} {}\n",
+                    v.load(Ordering::Relaxed)
+                )
+            })
             .collect()
     }
 }
@@ -119,7 +127,11 @@ impl Engine {
         let accepted = self.ports.events.accept(event).await?;
         if let Accepted::New(e) = &accepted {
             self.metrics.events_accepted.fetch_add(1, Ordering::Relaxed);
-            info!(tenant = e.tenant.as_str(), event_id = e.id.as_str(), "event accepted");
+            info!(
+                tenant = e.tenant.as_str(),
+                event_id = e.id.as_str(),
+                "event accepted"
+            );
             self.ports.wakeup.fan_out();
         }
         Ok(accepted)
@@ -135,7 +147,12 @@ impl Engine {
             let page = self
                 .ports
                 .subscriptions
-                .matching(&event.tenant, &event.event_type, after.as_ref(), FAN_OUT_PAGE)
+                .matching(
+                    &event.tenant,
+                    &event.event_type,
+                    after.as_ref(),
+                    FAN_OUT_PAGE,
+                )
                 .await?;
             let Some(last) = page.last() else { break };
             after = Some(last.id.clone());
@@ -167,9 +184,16 @@ impl Engine {
     /// classifies and records the outcome.
     pub async fn deliver(&self, d: &Delivery) -> StoreResult<Step> {
         let Some((sub, event)) = self.prepare(d).await? else {
-            self.ports.queue.finish(d, &Finish::Dropped, &self.dropped_attempt(d)).await?;
+            self.ports
+                .queue
+                .finish(d, &Finish::Dropped, &self.dropped_attempt(d))
+                .await?;
             self.metrics.dropped.fetch_add(1, Ordering::Relaxed);
-            info!(subscription_id = d.subscription_id.as_str(), event_id = d.event_id.as_str(), "delivery dropped: subscription gone");
+            info!(
+                subscription_id = d.subscription_id.as_str(),
+                event_id = d.event_id.as_str(),
+                "delivery dropped: subscription gone"
+            );
             return Ok(Step::Dropped);
         };
         let now = self.ports.clock.now();
@@ -187,24 +211,39 @@ impl Engine {
             &report.result,
             rand::random::<f64>(),
         );
-        self.record(d, &sub, attempt_no, now, &report, decision).await
+        self.record(d, &sub, attempt_no, now, &report, decision)
+            .await
     }
 
     /// Reads the subscription (consistent) and the event; `None` when the
     /// delivery must be dropped.
     async fn prepare(&self, d: &Delivery) -> StoreResult<Option<(Subscription, Event)>> {
-        let Some(sub) = self.ports.subscriptions.get(&d.tenant, &d.subscription_id).await? else {
+        let Some(sub) = self
+            .ports
+            .subscriptions
+            .get(&d.tenant, &d.subscription_id)
+            .await?
+        else {
             return Ok(None);
         };
         let Some(event) = self.ports.events.get(&d.tenant, &d.event_id).await? else {
-            warn!(event_id = d.event_id.as_str(), "event no longer archived; dropping delivery");
+            warn!(
+                event_id = d.event_id.as_str(),
+                "event no longer archived; dropping delivery"
+            );
             return Ok(None);
         };
         Ok(Some((sub, event)))
     }
 
     /// Signs and sends one attempt.
-    async fn send(&self, sub: &Subscription, event: &Event, attempt: u32, now: OffsetDateTime) -> SendReport {
+    async fn send(
+        &self,
+        sub: &Subscription,
+        event: &Event,
+        attempt: u32,
+        now: OffsetDateTime,
+    ) -> SendReport {
         let headers = webhook_headers(
             &sub.signing_secrets(now),
             event.id.as_str(),
@@ -239,7 +278,11 @@ impl Engine {
                 let at = self.ports.clock.now() + delay;
                 ("retrying", Finish::RetryAt(at), Step::Retrying(at))
             }
-            Decision::Park(reason) => ("parked", Finish::Parked(reason.clone()), Step::Parked(reason)),
+            Decision::Park(reason) => (
+                "parked",
+                Finish::Parked(reason.clone()),
+                Step::Parked(reason),
+            ),
         };
         let attempt = Attempt {
             id: AttemptId::generate(),
@@ -264,7 +307,10 @@ impl Engine {
         counter.fetch_add(1, Ordering::Relaxed);
         if matches!(step, Step::Delivered | Step::Parked(_)) {
             let health = next_health(&sub.health, &attempt, matches!(step, Step::Delivered));
-            self.ports.subscriptions.record_health(&d.tenant, &d.subscription_id, &health).await?;
+            self.ports
+                .subscriptions
+                .record_health(&d.tenant, &d.subscription_id, &health)
+                .await?;
         }
         info!(
             subscription_id = d.subscription_id.as_str(),

@@ -260,7 +260,9 @@ mod tests {
     fn other_statuses_park_after_one_attempt_redirects_included() {
         let s = RetrySchedule::default();
         for code in [301, 302, 400, 401, 404, 410, 422] {
-            assert!(matches!(decide(&s, 0.1, 1, &status(code), 0.3), Decision::Park(r) if r.contains(&code.to_string())));
+            assert!(
+                matches!(decide(&s, 0.1, 1, &status(code), 0.3), Decision::Park(r) if r.contains(&code.to_string()))
+            );
         }
         assert_eq!(decide(&s, 0.1, 1, &status(204), 0.3), Decision::Delivered);
     }
@@ -268,7 +270,9 @@ mod tests {
     #[test]
     fn the_last_attempt_parks() {
         let s = RetrySchedule::parse("0s,1s,2s").unwrap();
-        assert!(matches!(decide(&s, 0.1, 3, &status(500), 0.3), Decision::Park(r) if r.contains("3 attempts")));
+        assert!(
+            matches!(decide(&s, 0.1, 3, &status(500), 0.3), Decision::Park(r) if r.contains("3 attempts"))
+        );
         assert_eq!(
             decide(&s, 0.0, 2, &status(500), 0.3),
             Decision::RetryIn(Duration::from_secs(2))
@@ -299,9 +303,15 @@ mod tests {
     #[test]
     fn retry_after_reads_seconds_and_http_dates_capped_at_12h() {
         let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
-        assert_eq!(parse_retry_after("120", now), Some(Duration::from_secs(120)));
+        assert_eq!(
+            parse_retry_after("120", now),
+            Some(Duration::from_secs(120))
+        );
         let later = httpdate::fmt_http_date(now + Duration::from_secs(90));
-        assert_eq!(parse_retry_after(&later, now), Some(Duration::from_secs(90)));
+        assert_eq!(
+            parse_retry_after(&later, now),
+            Some(Duration::from_secs(90))
+        );
         assert_eq!(parse_retry_after("999999", now), Some(RETRY_AFTER_CAP));
         assert_eq!(parse_retry_after("soon", now), None);
     }

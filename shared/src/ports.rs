@@ -9,8 +9,8 @@ use async_trait::async_trait;
 use time::OffsetDateTime;
 
 use crate::domain::{
-    Attempt, DeadLetter, Delivery, Event, EventId, EventType, Health, Subscription,
-    SubscriptionId, TenantId,
+    Attempt, DeadLetter, Delivery, Event, EventId, EventType, Health, Subscription, SubscriptionId,
+    TenantId,
 };
 use crate::policy::AttemptResult;
 
@@ -37,8 +37,11 @@ pub trait SubscriptionStore: Send + Sync {
     async fn insert(&self, sub: &Subscription) -> StoreResult<()>;
     /// Reads one subscription with a strongly consistent read; `None` when
     /// missing, tombstoned or another tenant's.
-    async fn get(&self, tenant: &TenantId, id: &SubscriptionId)
-        -> StoreResult<Option<Subscription>>;
+    async fn get(
+        &self,
+        tenant: &TenantId,
+        id: &SubscriptionId,
+    ) -> StoreResult<Option<Subscription>>;
     /// Lists a tenant's subscriptions in id order after `after`.
     async fn list(
         &self,

@@ -1,1 +1,85 @@
-fn main(){}
+//! The `hooklane` command: `serve` runs the whole API and the delivery
+//! workers in one process over embedded SQLite; `receive` is a local
+//! receiver that prints and verifies what hooklane sends.
+
+mod receive;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand};
+use hooklane_core::config::Config;
+
+#[derive(Parser)]
+#[command(
+    name = "hooklane",
+    version,
+    about = "Webhook delivery: sign, send, retry, park, replay"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the API and run the delivery workers over embedded SQLite.
+    Serve {
+        /// Address to listen on.
+        #[arg(long, env = "HOOKLANE_LISTEN", default_value = "127.0.0.1:8080")]
+        listen: SocketAddr,
+        /// SQLite database file (created if missing).
+        #[arg(long, env = "HOOKLANE_DB", default_value = "./hooklane.db")]
+        db: PathBuf,
+    },
+    /// Listen for webhooks and print each request, verifying signatures.
+    Receive(receive::Args),
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    hooklane_core::telemetry::init();
+    match Cli::parse().command {
+        Command::Serve { listen, db } => serve(listen, db).await,
+        Command::Receive(args) => receive::run(args).await,
+    }
+}
+
+async fn serve(listen: SocketAddr, db: PathBuf) -> anyhow::Result<()> {
+    let mut config = Config::from_env().context("configuration")?;
+    if config.api_token.is_none() {
+        let token = hooklane_core::signing::Secret::generate()
+            .expose()
+            .replace("whsec_", "hl_");
+        println!("HOOKLANE_API_TOKEN is not set; this run's API token is:\n  {token}");
+        config.api_token = Some(token);
+    }
+    // Each hung receiver holds a socket: allow many at once.
+    if let Err(e) = rlimit::increase_nofile_limit(65_536) {
+        tracing::warn!(error = %e, "could not raise the open-file limit");
+    }
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("listening on {listen}"))?;
+    println!("hooklane listening on http://{}", listener.local_addr()?);
+    hooklane_core::embedded::serve(listener, config, &db, shutdown_signal()).await
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => return ctrl_c.await.unwrap_or(()),
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}

@@ -8,9 +8,7 @@ use rusqlite::{params, OptionalExtension, Row};
 use time::OffsetDateTime;
 
 use super::{corrupt, from_ms, ms, SqliteStore};
-use crate::domain::{
-    Attempt, DeadLetter, Delivery, EventId, EventType, SubscriptionId, TenantId,
-};
+use crate::domain::{Attempt, DeadLetter, Delivery, EventId, EventType, SubscriptionId, TenantId};
 use crate::ports::{DeliveryQueue, DeliveryView, Finish, NewDelivery, StoreResult};
 
 const DELIVERY_COLUMNS: &str =

@@ -117,7 +117,11 @@ impl SqliteStore {
 
     /// Deletes events, finished deliveries and attempts older than the
     /// retention window (14 days); returns how many rows went.
-    pub async fn purge_expired(&self, now: OffsetDateTime, retention: Duration) -> StoreResult<usize> {
+    pub async fn purge_expired(
+        &self,
+        now: OffsetDateTime,
+        retention: Duration,
+    ) -> StoreResult<usize> {
         let cutoff = ms(now - retention);
         self.write(move |conn| {
             let mut n = conn.execute(

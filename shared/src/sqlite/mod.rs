@@ -50,7 +50,9 @@ fn backend(e: impl std::fmt::Display) -> StoreError {
 fn open_conn(path: &Path) -> rusqlite::Result<Connection> {
     let conn = Connection::open(path)?;
     conn.busy_timeout(std::time::Duration::from_secs(10))?;
-    conn.execute_batch("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=OFF;")?;
+    conn.execute_batch(
+        "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=OFF;",
+    )?;
     Ok(conn)
 }
 
@@ -99,7 +101,8 @@ impl SqliteStore {
             .map_err(|_| backend("writer lock poisoned"))?
             .send(job)
             .map_err(|_| backend("the writer thread has stopped"))?;
-        rx.await.map_err(|_| backend("the writer dropped a write"))?
+        rx.await
+            .map_err(|_| backend("the writer dropped a write"))?
     }
 
     /// Runs `f` on a read connection off the async runtime.
@@ -145,7 +148,11 @@ fn writer_loop(conn: Connection, rx: mpsc::Receiver<Job>) {
                 continue;
             }
             let (ok, reply) = job(&conn);
-            let end = if ok { "RELEASE job" } else { "ROLLBACK TO job; RELEASE job" };
+            let end = if ok {
+                "RELEASE job"
+            } else {
+                "ROLLBACK TO job; RELEASE job"
+            };
             let _ = conn.execute_batch(end);
             replies.push((ok, reply));
         }

@@ -99,7 +99,11 @@ impl SubscriptionStore for SqliteStore {
         .await
     }
 
-    async fn get(&self, tenant: &TenantId, id: &SubscriptionId) -> StoreResult<Option<Subscription>> {
+    async fn get(
+        &self,
+        tenant: &TenantId,
+        id: &SubscriptionId,
+    ) -> StoreResult<Option<Subscription>> {
         let (tenant, id) = (tenant.clone(), id.clone());
         self.read(move |conn| {
             conn.prepare_cached(&format!(
@@ -212,7 +216,12 @@ impl SubscriptionStore for SqliteStore {
         .await
     }
 
-    async fn record_health(&self, tenant: &TenantId, id: &SubscriptionId, health: &Health) -> StoreResult<()> {
+    async fn record_health(
+        &self,
+        tenant: &TenantId,
+        id: &SubscriptionId,
+        health: &Health,
+    ) -> StoreResult<()> {
         let (tenant, id, health) = (tenant.clone(), id.clone(), json(health));
         self.write(move |conn| {
             conn.execute(

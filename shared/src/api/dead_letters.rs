@@ -1,0 +1,103 @@
+//! Dead-letter routes: list parked deliveries (with why) and replay them
+//! onto their lanes with a fresh ladder.
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::StatusCode;
+use axum::Json;
+use serde_json::{json, Value};
+
+use super::error::ApiError;
+use super::input::{self, page, rfc3339, seq_cursor};
+use super::subscriptions::next_cursor;
+use super::AppState;
+use crate::domain::{EventId, SubscriptionId};
+
+/// Most event ids one replay request may name.
+const MAX_REPLAY_IDS: usize = 1000;
+
+pub(super) async fn list(
+    State(state): State<AppState>,
+    Path(tenant): Path<String>,
+    RawQuery(query): RawQuery,
+) -> Result<Json<Value>, ApiError> {
+    let tenant = input::tenant(&tenant)?;
+    let page = page(query.as_deref())?;
+    let after = seq_cursor(page.cursor.as_deref())?;
+    let sub = page
+        .params
+        .get("subscription_id")
+        .map(|s| {
+            SubscriptionId::parse(s).map_err(|e| ApiError::bad_request("subscription_id", e.0))
+        })
+        .transpose()?;
+    let mut items = state
+        .engine
+        .ports
+        .queue
+        .dead_letters(&tenant, sub.as_ref(), after, page.limit + 1)
+        .await?;
+    let next = next_cursor(&mut items, page.limit, |(seq, _)| seq.to_string());
+    let items: Vec<Value> = items
+        .iter()
+        .map(|(_, d)| {
+            json!({
+                "subscription_id": d.subscription_id.as_str(),
+                "event_id": d.event_id.as_str(),
+                "event_type": d.event_type.as_str(),
+                "attempts": d.attempts,
+                "last_status_code": d.last_status_code,
+                "reason": d.reason,
+                "first_attempt_at": d.first_attempt_at.map(rfc3339),
+                "parked_at": rfc3339(d.parked_at),
+            })
+        })
+        .collect();
+    Ok(Json(json!({ "items": items, "next_cursor": next })))
+}
+
+pub(super) async fn replay(
+    State(state): State<AppState>,
+    Path(tenant): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let tenant = input::tenant(&tenant)?;
+    let body = input::object(body, &["subscription_id", "event_ids"], &[])?;
+    let ports = &state.engine.ports;
+    let sub = match body.string("subscription_id")? {
+        None => None,
+        Some(raw) => {
+            let id =
+                SubscriptionId::parse(&raw).map_err(|_| ApiError::not_found("subscription"))?;
+            ports
+                .subscriptions
+                .get(&tenant, &id)
+                .await?
+                .ok_or_else(|| ApiError::not_found("subscription"))?;
+            Some(id)
+        }
+    };
+    let event_ids = match body.strings("event_ids")? {
+        None => None,
+        Some(raw) if raw.len() > MAX_REPLAY_IDS => {
+            return Err(ApiError::invalid("event_ids", "at most 1000 event ids"));
+        }
+        Some(raw) => Some(
+            raw.iter()
+                .map(|r| EventId::parse(r))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| ApiError::invalid("event_ids", e.0))?,
+        ),
+    };
+    let now = ports.clock.now();
+    let mut lanes = ports
+        .queue
+        .replay(&tenant, sub.as_ref(), event_ids.as_deref(), now)
+        .await?;
+    let replayed = lanes.len();
+    lanes.sort();
+    lanes.dedup();
+    ports.wakeup.lanes(&tenant, &lanes);
+    Ok((StatusCode::ACCEPTED, Json(json!({ "replayed": replayed }))))
+}

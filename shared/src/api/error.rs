@@ -1,0 +1,157 @@
+//! API errors as `application/problem+json`: the one place that maps an
+//! error to an HTTP status. Callers get a title, a detail and the field at
+//! fault; storage causes go to the log, never to the caller.
+
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+use tracing::error;
+
+use crate::ports::StoreError;
+
+/// An error answered to an API caller.
+#[derive(Debug)]
+pub struct ApiError {
+    status: StatusCode,
+    slug: &'static str,
+    title: &'static str,
+    detail: String,
+    field: Option<String>,
+}
+
+impl ApiError {
+    fn new(
+        status: StatusCode,
+        slug: &'static str,
+        title: &'static str,
+        detail: impl Into<String>,
+    ) -> Self {
+        Self {
+            status,
+            slug,
+            title,
+            detail: detail.into(),
+            field: None,
+        }
+    }
+
+    /// Names the field at fault.
+    pub fn field(mut self, field: impl Into<String>) -> Self {
+        self.field = Some(field.into());
+        self
+    }
+
+    /// 400: the request's shape is wrong (malformed JSON, unknown or missing
+    /// field, wrong type, bad cursor or query).
+    pub fn bad_request(field: impl Into<String>, detail: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::BAD_REQUEST,
+            "bad-request",
+            "Bad request",
+            detail,
+        )
+        .field(field)
+    }
+
+    /// 422: a field has the right type but a value that cannot be used.
+    pub fn invalid(field: impl Into<String>, detail: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid-field",
+            "Invalid field",
+            detail,
+        )
+        .field(field)
+    }
+
+    /// 401: missing or wrong bearer token.
+    pub fn unauthorized() -> Self {
+        Self::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "Unauthorized",
+            "send Authorization: Bearer <token>",
+        )
+    }
+
+    /// 404: no such resource for this tenant.
+    pub fn not_found(what: &str) -> Self {
+        Self::new(
+            StatusCode::NOT_FOUND,
+            "not-found",
+            "Not found",
+            format!("no such {what}"),
+        )
+    }
+
+    /// 409: the request conflicts with existing state.
+    pub fn conflict(field: Option<&str>, detail: impl Into<String>) -> Self {
+        let e = Self::new(StatusCode::CONFLICT, "conflict", "Conflict", detail);
+        match field {
+            Some(f) => e.field(f),
+            None => e,
+        }
+    }
+
+    /// 413: the body is over the limit.
+    pub fn too_large(limit: usize) -> Self {
+        Self::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload-too-large",
+            "Payload too large",
+            format!("the body is over {} KiB", limit / 1024),
+        )
+        .field("body")
+    }
+
+    /// 500: something failed inside; the cause is logged, not answered.
+    pub fn internal(cause: impl std::fmt::Display) -> Self {
+        error!(error = %cause, "request failed");
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "Internal error",
+            "the request could not be completed; it is safe to retry",
+        )
+    }
+
+    /// The HTTP status.
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Conflict(detail) => Self::conflict(None, detail),
+            other => Self::internal(other),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut body = json!({
+            "type": format!("urn:hooklane:problem:{}", self.slug),
+            "title": self.title,
+            "status": self.status.as_u16(),
+            "detail": self.detail,
+        });
+        if let Some(f) = self.field {
+            body["field"] = json!(f);
+        }
+        let mut resp = (self.status, body.to_string()).into_response();
+        resp.headers_mut().insert(
+            header::CONTENT_TYPE,
+            header::HeaderValue::from_static("application/problem+json"),
+        );
+        if self.status == StatusCode::UNAUTHORIZED {
+            resp.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                header::HeaderValue::from_static("Bearer"),
+            );
+        }
+        resp
+    }
+}

@@ -1,0 +1,298 @@
+//! Subscription routes: register (egress-checked URL, filters, secret),
+//! list, read (with health), update, unregister (tombstone, G4), rotate the
+//! secret (24 h overlap, G7), and the attempt log.
+//!
+//! The secret is shown when a subscription is created and when it is
+//! rotated, never in reads or lists (as Stripe shows a signing secret once).
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::{json, Value};
+
+use super::error::ApiError;
+use super::input::{self, encode_cursor, page, rfc3339, seq_cursor, Body};
+use super::AppState;
+use crate::domain::{
+    parse_filters, Health, PreviousSecret, Subscription, SubscriptionId, SubscriptionStatus,
+    TenantId,
+};
+use crate::egress::check_url_resolved;
+use crate::signing::Secret;
+
+/// How long a rotated-out secret keeps signing.
+const ROTATION_OVERLAP: time::Duration = time::Duration::hours(24);
+
+/// The subscription as the API shows it.
+pub(super) fn view(sub: &Subscription, with_secret: bool) -> Value {
+    let mut v = json!({
+        "id": sub.id.as_str(),
+        "tenant_id": sub.tenant.as_str(),
+        "url": sub.url.as_str(),
+        "event_types": sub.filters.iter().map(|f| f.as_str()).collect::<Vec<_>>(),
+        "description": sub.description,
+        "metadata": sub.metadata,
+        "status": sub.status.as_str(),
+        "created_at": rfc3339(sub.created_at),
+        "updated_at": rfc3339(sub.updated_at),
+        "health": health_view(&sub.health),
+    });
+    if with_secret {
+        v["secret"] = json!(sub.secret.expose());
+    }
+    if sub.status == SubscriptionStatus::Suspended {
+        v["suspended_at"] = json!(sub.suspended_at.map(rfc3339));
+        v["status_reason"] = json!(sub.status_reason);
+    }
+    v
+}
+
+fn health_view(h: &Health) -> Value {
+    json!({
+        "consecutive_failures": h.consecutive_failures,
+        "first_failure_at": h.first_failure_at.map(rfc3339),
+        "last_outcome": h.last_outcome,
+        "last_status_code": h.last_status_code,
+        "last_error": h.last_error,
+        "last_attempt_at": h.last_attempt_at.map(rfc3339),
+    })
+}
+
+/// The body's `url`, checked by the egress guard (resolving its host).
+async fn checked_url(state: &AppState, body: &Body) -> Result<url::Url, ApiError> {
+    let raw = body.required_string("url")?;
+    check_url_resolved(&raw, state.engine.config.egress)
+        .await
+        .map_err(|e| ApiError::invalid("url", e.to_string()))
+}
+
+/// Applies the editable fields other than `url` present in `body`.
+fn apply_fields(body: &Body, sub: &mut Subscription) -> Result<(), ApiError> {
+    if body.has("event_types") {
+        let raw = body.strings("event_types")?.ok_or_else(|| {
+            ApiError::bad_request("event_types", "`event_types` must be an array")
+        })?;
+        sub.filters = parse_filters(&raw).map_err(|e| ApiError::invalid("event_types", e.0))?;
+    }
+    if body.has("description") {
+        let d = body.string("description")?;
+        if d.as_ref().is_some_and(|d| d.len() > 1024) {
+            return Err(ApiError::invalid("description", "at most 1024 bytes"));
+        }
+        sub.description = d;
+    }
+    if body.has("metadata") {
+        let m = body.string_map("metadata")?.unwrap_or_default();
+        if m.len() > 50 || m.iter().any(|(k, v)| k.len() > 128 || v.len() > 1024) {
+            return Err(ApiError::invalid(
+                "metadata",
+                "at most 50 keys of up to 128 bytes, values up to 1024 bytes",
+            ));
+        }
+        sub.metadata = m;
+    }
+    Ok(())
+}
+
+async fn load(state: &AppState, tenant: &str, id: &str) -> Result<Subscription, ApiError> {
+    let (tenant, id) = (input::tenant(tenant)?, input::subscription_id(id)?);
+    state
+        .engine
+        .ports
+        .subscriptions
+        .get(&tenant, &id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("subscription"))
+}
+
+pub(super) async fn create(
+    State(state): State<AppState>,
+    Path(tenant): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let tenant = input::tenant(&tenant)?;
+    let body = input::object(
+        body,
+        &["url", "event_types", "description", "metadata", "secret"],
+        &["url", "event_types"],
+    )?;
+    let secret = match body.string("secret")? {
+        Some(s) => Secret::parse(&s).map_err(|e| ApiError::invalid("secret", e.0))?,
+        None => Secret::generate(),
+    };
+    let url = checked_url(&state, &body).await?;
+    let now = state.engine.ports.clock.now();
+    let mut sub = Subscription {
+        id: SubscriptionId::generate(),
+        tenant,
+        url,
+        filters: Vec::new(),
+        description: None,
+        metadata: Default::default(),
+        secret,
+        previous_secret: None,
+        status: SubscriptionStatus::Active,
+        health: Health::default(),
+        suspended_at: None,
+        status_reason: None,
+        created_at: now,
+        updated_at: now,
+    };
+    apply_fields(&body, &mut sub)?;
+    state.engine.ports.subscriptions.insert(&sub).await?;
+    Ok((StatusCode::CREATED, Json(view(&sub, true))).into_response())
+}
+
+pub(super) async fn list(
+    State(state): State<AppState>,
+    Path(tenant): Path<String>,
+    RawQuery(query): RawQuery,
+) -> Result<Json<Value>, ApiError> {
+    let tenant = input::tenant(&tenant)?;
+    let page = page(query.as_deref())?;
+    let after = page
+        .cursor
+        .map(|c| SubscriptionId::parse(&c))
+        .transpose()
+        .map_err(|_| ApiError::bad_request("cursor", "the cursor is not one this API gave out"))?;
+    let mut items = state
+        .engine
+        .ports
+        .subscriptions
+        .list(&tenant, after.as_ref(), page.limit + 1)
+        .await?;
+    let next = next_cursor(&mut items, page.limit, |s| s.id.as_str().to_owned());
+    Ok(Json(json!({
+        "items": items.iter().map(|s| view(s, false)).collect::<Vec<_>>(),
+        "next_cursor": next,
+    })))
+}
+
+/// Trims a page fetched with one extra item and returns the cursor of the
+/// last kept item when there are more.
+pub(super) fn next_cursor<T>(
+    items: &mut Vec<T>,
+    limit: usize,
+    key: impl Fn(&T) -> String,
+) -> Option<String> {
+    if items.len() <= limit {
+        return None;
+    }
+    items.truncate(limit);
+    items.last().map(|i| encode_cursor(&key(i)))
+}
+
+pub(super) async fn read(
+    State(state): State<AppState>,
+    Path((tenant, id)): Path<(String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    Ok(Json(view(&load(&state, &tenant, &id).await?, false)))
+}
+
+pub(super) async fn update(
+    State(state): State<AppState>,
+    Path((tenant, id)): Path<(String, String)>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let body = input::object(
+        body,
+        &["url", "event_types", "description", "metadata"],
+        &[],
+    )?;
+    if body.0.is_empty() {
+        return Err(ApiError::bad_request(
+            "body",
+            "give at least one of url, event_types, description, metadata",
+        ));
+    }
+    let mut sub = load(&state, &tenant, &id).await?;
+    if body.has("url") {
+        sub.url = checked_url(&state, &body).await?;
+    }
+    apply_fields(&body, &mut sub)?;
+    sub.updated_at = state.engine.ports.clock.now();
+    if !state.engine.ports.subscriptions.update(&sub).await? {
+        return Err(ApiError::not_found("subscription"));
+    }
+    Ok(Json(view(&sub, false)))
+}
+
+pub(super) async fn delete(
+    State(state): State<AppState>,
+    Path((tenant, id)): Path<(String, String)>,
+) -> Result<StatusCode, ApiError> {
+    let (tenant, id): (TenantId, SubscriptionId) =
+        (input::tenant(&tenant)?, input::subscription_id(&id)?);
+    let engine = &state.engine;
+    let dropped = engine
+        .ports
+        .subscriptions
+        .delete(&tenant, &id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("subscription"))?;
+    engine
+        .metrics
+        .dropped
+        .fetch_add(dropped, std::sync::atomic::Ordering::Relaxed);
+    // Wake the lane so a task waiting on a retry finds its lane empty.
+    engine
+        .ports
+        .wakeup
+        .lanes(&tenant, std::slice::from_ref(&id));
+    Ok(StatusCode::NO_CONTENT)
+}
+
+pub(super) async fn rotate_secret(
+    State(state): State<AppState>,
+    Path((tenant, id)): Path<(String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    let mut sub = load(&state, &tenant, &id).await?;
+    let now = state.engine.ports.clock.now();
+    let fresh = Secret::generate();
+    sub.previous_secret = Some(PreviousSecret {
+        secret: std::mem::replace(&mut sub.secret, fresh),
+        expires_at: now + ROTATION_OVERLAP,
+    });
+    sub.updated_at = now;
+    if !state.engine.ports.subscriptions.update(&sub).await? {
+        return Err(ApiError::not_found("subscription"));
+    }
+    Ok(Json(json!({ "secret": sub.secret.expose() })))
+}
+
+pub(super) async fn attempts(
+    State(state): State<AppState>,
+    Path((tenant, id)): Path<(String, String)>,
+    RawQuery(query): RawQuery,
+) -> Result<Json<Value>, ApiError> {
+    let page = page(query.as_deref())?;
+    let before = seq_cursor(page.cursor.as_deref())?;
+    let sub = load(&state, &tenant, &id).await?;
+    let mut items = state
+        .engine
+        .ports
+        .attempts
+        .list(&sub.tenant, &sub.id, before, page.limit + 1)
+        .await?;
+    let next = next_cursor(&mut items, page.limit, |(seq, _)| seq.to_string());
+    let items: Vec<Value> = items
+        .iter()
+        .map(|(_, a)| {
+            json!({
+                "id": a.id.as_str(),
+                "event_id": a.event_id.as_str(),
+                "attempt": a.attempt,
+                "started_at": rfc3339(a.started_at),
+                "duration_ms": a.duration_ms,
+                "status_code": a.status_code,
+                "outcome": a.outcome,
+                "error": a.error,
+                "response_excerpt": a.response_excerpt,
+            })
+        })
+        .collect();
+    Ok(Json(json!({ "items": items, "next_cursor": next })))
+}
