@@ -1,1 +1,171 @@
-//! x
+//! Test support for hooklane's end-to-end tests: start `serve` in-process
+//! on port 0 (or as a child process, for crash tests) over a temporary
+//! database, and a loopback receiver that records what arrives and answers
+//! as each test scripts it (a status, a sequence of statuses, or never).
+
+pub mod receiver;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use hooklane_core::config::Config;
+use serde_json::Value;
+
+pub use receiver::{Receiver, Recorded, Reply};
+
+/// The API token every test server uses.
+pub const TOKEN: &str = "test-token-0123456789abcdef";
+
+/// A running `serve` with a client for its API.
+pub struct Server {
+    /// `http://127.0.0.1:PORT`.
+    pub base: String,
+    /// An HTTP client.
+    pub http: reqwest::Client,
+    /// The temporary directory holding the database.
+    pub dir: tempfile::TempDir,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+/// Settings for a compressed, loopback-friendly test server.
+pub fn test_env(extra: &[(&str, &str)]) -> HashMap<String, String> {
+    let mut env: HashMap<String, String> = [
+        ("HOOKLANE_API_TOKEN", TOKEN),
+        ("HOOKLANE_ALLOW_HTTP", "true"),
+        ("HOOKLANE_ALLOW_PRIVATE_TARGETS", "true"),
+        ("HOOKLANE_RETRY_SCHEDULE", "0s,1s,2s"),
+        ("HOOKLANE_ATTEMPT_TIMEOUT", "10s"),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    for (k, v) in extra {
+        env.insert(k.to_string(), v.to_string());
+    }
+    env
+}
+
+/// Raises the open-file limit so hundreds of held connections fit.
+pub fn raise_fd_limit() {
+    let _ = rlimit::increase_nofile_limit(65_536);
+}
+
+impl Server {
+    /// Starts `serve` in this process with the given settings.
+    pub async fn start(env: HashMap<String, String>) -> Self {
+        raise_fd_limit();
+        let config = Config::from_lookup(|k| env.get(k).cloned()).expect("test config");
+        let dir = tempfile::tempdir().expect("temp dir");
+        let db = dir.path().join("hooklane.db");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let base = format!("http://{}", listener.local_addr().expect("addr"));
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(async move {
+            let stop = async move {
+                let _ = rx.await;
+            };
+            if let Err(e) = hooklane_core::embedded::serve(listener, config, &db, stop).await {
+                eprintln!("serve failed: {e:#}");
+            }
+        });
+        let server = Self {
+            base,
+            http: reqwest::Client::new(),
+            dir,
+            shutdown: Some(tx),
+        };
+        server.wait_healthy().await;
+        server
+    }
+
+    /// Waits until `/healthz` answers.
+    pub async fn wait_healthy(&self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Ok(r) = self.http.get(format!("{}/healthz", self.base)).send().await {
+                if r.status().is_success() {
+                    return;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("server did not become healthy");
+    }
+
+    /// Sends an authorized request; returns status and JSON body (Null when
+    /// empty).
+    pub async fn call(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
+        let mut req = self
+            .http
+            .request(method, format!("{}{}", self.base, path))
+            .bearer_auth(TOKEN);
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let resp = req.send().await.expect("request");
+        let status = resp.status().as_u16();
+        let bytes = resp.bytes().await.expect("body");
+        let value = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes).unwrap_or(Value::String(String::from_utf8_lossy(&bytes).into()))
+        };
+        (status, value)
+    }
+
+    /// Registers a subscription to `url` for `event_types`; returns it.
+    pub async fn subscribe(&self, tenant: &str, url: &str, event_types: &[&str]) -> Value {
+        let (status, body) = self
+            .call(
+                "POST",
+                &format!("/v1/tenants/{tenant}/subscriptions"),
+                Some(serde_json::json!({"url": url, "event_types": event_types})),
+            )
+            .await;
+        assert_eq!(status, 201, "subscribe failed: {body}");
+        body
+    }
+
+    /// Publishes an event; returns its id.
+    pub async fn publish(&self, tenant: &str, event_type: &str, data: Value) -> String {
+        let (status, body) = self
+            .call(
+                "POST",
+                &format!("/v1/tenants/{tenant}/events"),
+                Some(serde_json::json!({"type": event_type, "data": data})),
+            )
+            .await;
+        assert_eq!(status, 202, "publish failed: {body}");
+        body["id"].as_str().expect("event id").to_owned()
+    }
+
+    /// The database path (for a restart over the same file).
+    pub fn db_path(&self) -> PathBuf {
+        self.dir.path().join("hooklane.db")
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+    }
+}
+
+/// Polls `check` every 20 ms until it holds or `within` passes; returns
+/// whether it held.
+pub async fn eventually(within: Duration, mut check: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + within;
+    loop {
+        if check() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

@@ -1,0 +1,179 @@
+//! A loopback webhook receiver for tests: one server, one path per
+//! endpoint; each path answers from its script (then its default) and every
+//! request is recorded with its arrival time. `Reply::Hang` accepts the
+//! request and never answers.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::Router;
+
+/// How one request is answered.
+#[derive(Debug, Clone)]
+pub enum Reply {
+    /// This status.
+    Status(u16),
+    /// This status with a `Retry-After` value.
+    RetryAfter(u16, String),
+    /// This status with a body.
+    Body(u16, String),
+    /// Accept and never answer.
+    Hang,
+}
+
+/// One request as it arrived.
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    /// The endpoint path (without the leading slash).
+    pub path: String,
+    /// When it arrived.
+    pub at: Instant,
+    /// Its headers.
+    pub headers: HeaderMap,
+    /// Its body.
+    pub body: Bytes,
+}
+
+impl Recorded {
+    /// A header's value as text ("" when absent).
+    pub fn header(&self, name: &str) -> String {
+        self.headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_owned()
+    }
+}
+
+#[derive(Default)]
+struct Inner {
+    scripts: HashMap<String, VecDeque<Reply>>,
+    defaults: HashMap<String, Reply>,
+    records: Vec<Recorded>,
+    hanging: usize,
+}
+
+/// The receiver: `url(name)` is an endpoint.
+#[derive(Clone)]
+pub struct Receiver {
+    /// `http://127.0.0.1:PORT`.
+    pub base: String,
+    inner: Arc<Mutex<Inner>>,
+}
+
+impl Receiver {
+    /// Starts a receiver on a loopback port.
+    pub async fn start() -> Self {
+        let inner = Arc::new(Mutex::new(Inner::default()));
+        let app = Router::new()
+            .route("/{name}", post(handle))
+            .with_state(inner.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let base = format!("http://{}", listener.local_addr().expect("addr"));
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Self { base, inner }
+    }
+
+    /// The endpoint URL for `name`.
+    pub fn url(&self, name: &str) -> String {
+        format!("{}/{name}", self.base)
+    }
+
+    /// Sets what `name` answers once its script is used up (default 204).
+    pub fn set_default(&self, name: &str, reply: Reply) {
+        self.lock().defaults.insert(name.to_owned(), reply);
+    }
+
+    /// Queues replies `name` gives before its default.
+    pub fn script(&self, name: &str, replies: Vec<Reply>) {
+        self.lock()
+            .scripts
+            .entry(name.to_owned())
+            .or_default()
+            .extend(replies);
+    }
+
+    /// Every request `name` received, in arrival order.
+    pub fn requests(&self, name: &str) -> Vec<Recorded> {
+        self.lock()
+            .records
+            .iter()
+            .filter(|r| r.path == name)
+            .cloned()
+            .collect()
+    }
+
+    /// How many requests `name` received.
+    pub fn count(&self, name: &str) -> usize {
+        self.lock().records.iter().filter(|r| r.path == name).count()
+    }
+
+    /// Every request received.
+    pub fn all(&self) -> Vec<Recorded> {
+        self.lock().records.clone()
+    }
+
+    /// Requests accepted and still held open.
+    pub fn hanging(&self) -> usize {
+        self.lock().hanging
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+async fn handle(
+    State(inner): State<Arc<Mutex<Inner>>>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let reply = {
+        let mut g = inner.lock().unwrap_or_else(|e| e.into_inner());
+        g.records.push(Recorded {
+            path: name.clone(),
+            at: Instant::now(),
+            headers,
+            body,
+        });
+        let scripted = g.scripts.get_mut(&name).and_then(|s| s.pop_front());
+        let reply = scripted
+            .or_else(|| g.defaults.get(&name).cloned())
+            .unwrap_or(Reply::Status(204));
+        if matches!(reply, Reply::Hang) {
+            g.hanging += 1;
+        }
+        reply
+    };
+    let code = |c: u16| StatusCode::from_u16(c).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    match reply {
+        Reply::Status(c) => code(c).into_response(),
+        Reply::RetryAfter(c, v) => (code(c), [("retry-after", v)]).into_response(),
+        Reply::Body(c, b) => (code(c), b).into_response(),
+        Reply::Hang => {
+            // Held until the client gives up; then the count goes down.
+            let _guard = HangGuard(inner.clone());
+            std::future::pending::<()>().await;
+            StatusCode::OK.into_response()
+        }
+    }
+}
+
+/// Decrements the hanging count when a held request is dropped.
+struct HangGuard(Arc<Mutex<Inner>>);
+
+impl Drop for HangGuard {
+    fn drop(&mut self) {
+        let mut g = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        g.hanging = g.hanging.saturating_sub(1);
+    }
+}
