@@ -1,0 +1,236 @@
+//! One subscription's deliveries end to end through `serve`: signatures
+//! (checked by an independent Standard Webhooks implementation), the retry
+//! ladder, classification, `Retry-After`, parking, replay, rotation, the
+//! attempt log and event status. Ladders are compressed (0s,1s,2s); bounds
+//! are generous and assert order, not milliseconds.
+
+use std::time::Duration;
+
+use hooklane_tests::{eventually, test_env, Receiver, Reply, Server};
+use serde_json::{json, Value};
+
+const WAIT: Duration = Duration::from_secs(20);
+
+async fn setup(extra: &[(&str, &str)]) -> (Server, Receiver) {
+    (Server::start(test_env(extra)).await, Receiver::start().await)
+}
+
+fn secret_of(sub: &Value) -> String {
+    sub["secret"].as_str().expect("secret").to_owned()
+}
+
+fn header_map(r: &hooklane_tests::Recorded) -> axum::http::HeaderMap {
+    r.headers.clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delivery_verifies_with_an_independent_standard_webhooks_implementation() {
+    let (server, rx) = setup(&[]).await;
+    let sub = server.subscribe("acme", &rx.url("a"), &["invoice.*"]).await;
+    let id = server.publish("acme", "invoice.paid", json!({"amount": 42})).await;
+    assert!(eventually(WAIT, || rx.count("a") == 1).await);
+    let req = &rx.requests("a")[0];
+    let wh = standardwebhooks::Webhook::new(&secret_of(&sub)).expect("secret");
+    wh.verify(&req.body, &header_map(req)).expect("signature verifies");
+    assert_eq!(req.header("webhook-id"), id);
+    assert_eq!(req.header("webhook-attempt"), "1");
+    assert_eq!(req.header("content-type"), "application/json");
+    assert!(req.header("user-agent").starts_with("hooklane/"));
+    let body: Value = serde_json::from_slice(&req.body).unwrap();
+    assert_eq!(body["type"], "invoice.paid");
+    assert_eq!(body["data"], json!({"amount": 42}));
+    assert!(body["timestamp"].is_string());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retries_follow_the_ladder_with_the_same_id_and_body_then_park() {
+    let (server, rx) = setup(&[("HOOKLANE_RETRY_SCHEDULE", "0s,1s,2s")]).await;
+    rx.set_default("a", Reply::Status(500));
+    let sub = server.subscribe("acme", &rx.url("a"), &["*"]).await;
+    let id = server.publish("acme", "order.created", json!({"n": 1})).await;
+    assert!(eventually(WAIT, || rx.count("a") == 3).await, "three attempts");
+    let reqs = rx.requests("a");
+    let attempts: Vec<String> = reqs.iter().map(|r| r.header("webhook-attempt")).collect();
+    assert_eq!(attempts, ["1", "2", "3"]);
+    for r in &reqs {
+        assert_eq!(r.header("webhook-id"), id);
+        assert_eq!(r.body, reqs[0].body, "same body bytes on every attempt");
+    }
+    // Gaps of 1 s and 2 s, each within the ±10 % jitter (with slack for
+    // scheduling, never shorter than the jittered floor).
+    let gap1 = reqs[1].at - reqs[0].at;
+    let gap2 = reqs[2].at - reqs[1].at;
+    assert!(gap1 >= Duration::from_millis(850), "gap1 {gap1:?}");
+    assert!(gap2 >= Duration::from_millis(1750), "gap2 {gap2:?}");
+    assert!(gap2 > gap1, "the ladder climbs");
+    let sub_id = sub["id"].as_str().unwrap();
+    assert!(wait_parked(&server, sub_id, 1).await, "parked after the last attempt");
+    let (_, dl) = server.call("GET", "/v1/tenants/acme/dead-letters", None).await;
+    let item = &dl["items"][0];
+    assert_eq!(item["event_id"], id.as_str());
+    assert_eq!(item["attempts"], 3);
+    assert_eq!(item["last_status_code"], 500);
+    assert!(item["reason"].as_str().unwrap().contains("3 attempts"));
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(rx.count("a"), 3, "no attempt after parking");
+}
+
+async fn wait_parked(server: &Server, sub_id: &str, n: usize) -> bool {
+    for _ in 0..400 {
+        let (_, dl) = server
+            .call("GET", &format!("/v1/tenants/acme/dead-letters?subscription_id={sub_id}"), None)
+            .await;
+        if dl["items"].as_array().map(|a| a.len()) == Some(n) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_400_is_parked_after_one_attempt_and_replay_delivers_with_a_fresh_ladder() {
+    let (server, rx) = setup(&[]).await;
+    rx.script("a", vec![Reply::Body(400, "bad payload".into())]);
+    let sub = server.subscribe("acme", &rx.url("a"), &["*"]).await;
+    let sub_id = sub["id"].as_str().unwrap();
+    let id = server.publish("acme", "x.y", json!({})).await;
+    assert!(wait_parked(&server, sub_id, 1).await);
+    assert_eq!(rx.count("a"), 1, "not retried");
+    let (_, dl) = server.call("GET", "/v1/tenants/acme/dead-letters", None).await;
+    assert!(dl["items"][0]["reason"].as_str().unwrap().contains("400"));
+    let (status, _) = server.call("GET", &format!("/v1/tenants/acme/events/{id}"), None).await;
+    assert_eq!(status, 200);
+
+    let (status, body) = server
+        .call("POST", "/v1/tenants/acme/dead-letters/replay", Some(json!({"subscription_id": sub_id})))
+        .await;
+    assert_eq!((status, body["replayed"].as_u64()), (202, Some(1)));
+    assert!(eventually(WAIT, || rx.count("a") == 2).await, "replay delivers");
+    let second = &rx.requests("a")[1];
+    assert_eq!(second.header("webhook-id"), id);
+    assert_eq!(second.header("webhook-attempt"), "1", "a fresh ladder");
+    assert!(wait_parked(&server, sub_id, 0).await, "no longer parked");
+    assert!(delivery_state_becomes(&server, &id, "delivered").await);
+}
+
+async fn delivery_state_becomes(server: &Server, event_id: &str, state: &str) -> bool {
+    for _ in 0..400 {
+        let (_, ev) = server.call("GET", &format!("/v1/tenants/acme/events/{event_id}"), None).await;
+        if ev["deliveries"][0]["state"] == state {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retry_after_on_429_replaces_the_ladder_delay() {
+    let (server, rx) = setup(&[("HOOKLANE_RETRY_SCHEDULE", "0s,100ms,100ms")]).await;
+    rx.script("a", vec![Reply::RetryAfter(429, "3".into())]);
+    server.subscribe("acme", &rx.url("a"), &["*"]).await;
+    server.publish("acme", "x.y", json!({})).await;
+    assert!(eventually(WAIT, || rx.count("a") == 2).await);
+    let reqs = rx.requests("a");
+    let gap = reqs[1].at - reqs[0].at;
+    assert!(gap >= Duration::from_millis(2900), "waited {gap:?}, not the 100ms ladder step");
+    assert_eq!(reqs[1].header("webhook-attempt"), "2");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redirects_are_not_followed_and_park() {
+    let (server, rx) = setup(&[]).await;
+    rx.set_default("a", Reply::Status(302));
+    let sub = server.subscribe("acme", &rx.url("a"), &["*"]).await;
+    server.publish("acme", "x.y", json!({})).await;
+    assert!(wait_parked(&server, sub["id"].as_str().unwrap(), 1).await);
+    assert_eq!(rx.count("a"), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_rotation_both_secrets_sign_and_either_verifies() {
+    let (server, rx) = setup(&[]).await;
+    let sub = server.subscribe("acme", &rx.url("a"), &["*"]).await;
+    let sub_id = sub["id"].as_str().unwrap();
+    let (status, rotated) = server
+        .call("POST", &format!("/v1/tenants/acme/subscriptions/{sub_id}/rotate-secret"), None)
+        .await;
+    assert_eq!(status, 200);
+    let new_secret = rotated["secret"].as_str().unwrap();
+    assert_ne!(new_secret, secret_of(&sub));
+    server.publish("acme", "x.y", json!({})).await;
+    assert!(eventually(WAIT, || rx.count("a") == 1).await);
+    let req = &rx.requests("a")[0];
+    assert_eq!(req.header("webhook-signature").split(' ').count(), 2);
+    for secret in [new_secret.to_owned(), secret_of(&sub)] {
+        let wh = standardwebhooks::Webhook::new(&secret).unwrap();
+        wh.verify(&req.body, &header_map(req)).expect("verifies");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_attempt_log_lists_attempts_newest_first_with_a_capped_excerpt() {
+    let (server, rx) = setup(&[("HOOKLANE_RETRY_SCHEDULE", "0s,200ms")]).await;
+    rx.script("a", vec![Reply::Body(503, "x".repeat(5000))]);
+    let sub = server.subscribe("acme", &rx.url("a"), &["*"]).await;
+    let sub_id = sub["id"].as_str().unwrap();
+    let id = server.publish("acme", "x.y", json!({})).await;
+    assert!(eventually(WAIT, || rx.count("a") == 2).await);
+    let path = format!("/v1/tenants/acme/subscriptions/{sub_id}/attempts");
+    let mut items = Vec::new();
+    for _ in 0..200 {
+        let (_, body) = server.call("GET", &path, None).await;
+        items = body["items"].as_array().cloned().unwrap_or_default();
+        if items.len() == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(items.len(), 2);
+    assert_eq!(items[0]["attempt"], 2);
+    assert_eq!(items[0]["outcome"], "delivered");
+    assert_eq!(items[1]["attempt"], 1);
+    assert_eq!(items[1]["status_code"], 503);
+    assert_eq!(items[1]["outcome"], "retrying");
+    assert_eq!(items[1]["event_id"], id.as_str());
+    let excerpt = items[1]["response_excerpt"].as_str().unwrap();
+    assert!(excerpt.len() <= 1024 && excerpt.len() >= 1000, "excerpt {}", excerpt.len());
+    let (_, page) = server.call("GET", &format!("{path}?limit=1"), None).await;
+    let cursor = page["next_cursor"].as_str().expect("a next page");
+    let (_, page2) = server.call("GET", &format!("{path}?limit=1&cursor={cursor}"), None).await;
+    assert_eq!(page2["items"][0]["attempt"], 1);
+    assert!(page2["next_cursor"].is_null());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn event_status_shows_each_matching_subscriptions_delivery() {
+    let (server, rx) = setup(&[]).await;
+    rx.set_default("bad", Reply::Status(404));
+    let ok = server.subscribe("acme", &rx.url("ok"), &["a.*"]).await;
+    let bad = server.subscribe("acme", &rx.url("bad"), &["a.b"]).await;
+    server.subscribe("acme", &rx.url("other"), &["z.*"]).await;
+    let id = server.publish("acme", "a.b", json!({})).await;
+    let mut states = Vec::new();
+    for _ in 0..400 {
+        let (_, ev) = server.call("GET", &format!("/v1/tenants/acme/events/{id}"), None).await;
+        states = ev["deliveries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| (d["subscription_id"].as_str().unwrap().to_owned(), d["state"].as_str().unwrap().to_owned()))
+            .collect();
+        states.sort();
+        if states.iter().all(|(_, s)| s == "delivered" || s == "parked") && states.len() == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut expected = vec![
+        (ok["id"].as_str().unwrap().to_owned(), "delivered".to_owned()),
+        (bad["id"].as_str().unwrap().to_owned(), "parked".to_owned()),
+    ];
+    expected.sort();
+    assert_eq!(states, expected);
+    assert_eq!(rx.count("other"), 0, "a non-matching subscription gets nothing");
+}
