@@ -79,6 +79,19 @@ impl Server {
         server
     }
 
+    /// A client for a `serve` already running elsewhere (a child process);
+    /// waits until it is healthy.
+    pub async fn connect(base: &str) -> Self {
+        let server = Self {
+            base: base.to_owned(),
+            http: reqwest::Client::new(),
+            dir: tempfile::tempdir().expect("temp dir"),
+            shutdown: None,
+        };
+        server.wait_healthy().await;
+        server
+    }
+
     /// Waits until `/healthz` answers.
     pub async fn wait_healthy(&self) {
         let deadline = Instant::now() + Duration::from_secs(30);
