@@ -14,6 +14,8 @@
 
 pub mod api;
 pub mod config;
+#[cfg(any(test, feature = "contract"))]
+pub mod contract;
 pub mod domain;
 pub mod egress;
 pub mod embedded;

@@ -74,7 +74,9 @@ impl Receiver {
         let app = Router::new()
             .route("/{name}", post(handle))
             .with_state(inner.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
         let base = format!("http://{}", listener.local_addr().expect("addr"));
         tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
@@ -113,7 +115,11 @@ impl Receiver {
 
     /// How many requests `name` received.
     pub fn count(&self, name: &str) -> usize {
-        self.lock().records.iter().filter(|r| r.path == name).count()
+        self.lock()
+            .records
+            .iter()
+            .filter(|r| r.path == name)
+            .count()
     }
 
     /// Every request received.

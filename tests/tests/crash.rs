@@ -58,7 +58,10 @@ async fn every_accepted_event_arrives_after_a_sigkill_and_restart() {
     let port = free_port();
     let rx = Receiver::start().await;
     // "retry" fails its first three attempts, so its lane is retrying at the kill.
-    rx.script("retry", vec![Reply::Status(500), Reply::Status(500), Reply::Status(500)]);
+    rx.script(
+        "retry",
+        vec![Reply::Status(500), Reply::Status(500), Reply::Status(500)],
+    );
 
     let mut child = spawn(&bin, port, &db);
     let server = connect(port).await;
@@ -66,21 +69,34 @@ async fn every_accepted_event_arrives_after_a_sigkill_and_restart() {
     server.subscribe("acme", &rx.url("plain"), &["*"]).await;
     let mut ids = Vec::new();
     for n in 0..30 {
-        ids.push(server.publish("acme", "crash.test", json!({ "n": n })).await);
+        ids.push(
+            server
+                .publish("acme", "crash.test", json!({ "n": n }))
+                .await,
+        );
     }
     child.kill().expect("SIGKILL");
     let _ = child.wait();
     let at_kill = (rx.count("retry"), rx.count("plain"));
-    assert!(at_kill.0 < 30, "the retrying lane still had work at the kill");
+    assert!(
+        at_kill.0 < 30,
+        "the retrying lane still had work at the kill"
+    );
 
     let mut child = spawn(&bin, port, &db);
     let _server = connect(port).await;
     let all_arrived = |name: &str| {
-        let seen: std::collections::HashSet<String> =
-            rx.requests(name).iter().map(|r| r.header("webhook-id")).collect();
+        let seen: std::collections::HashSet<String> = rx
+            .requests(name)
+            .iter()
+            .map(|r| r.header("webhook-id"))
+            .collect();
         ids.iter().all(|id| seen.contains(id))
     };
-    let ok = eventually(Duration::from_secs(60), || all_arrived("retry") && all_arrived("plain")).await;
+    let ok = eventually(Duration::from_secs(60), || {
+        all_arrived("retry") && all_arrived("plain")
+    })
+    .await;
     let _ = child.kill();
     let _ = child.wait();
     assert!(ok, "every accepted event arrived (at kill: {at_kill:?})");

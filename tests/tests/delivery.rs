@@ -12,7 +12,10 @@ use serde_json::{json, Value};
 const WAIT: Duration = Duration::from_secs(20);
 
 async fn setup(extra: &[(&str, &str)]) -> (Server, Receiver) {
-    (Server::start(test_env(extra)).await, Receiver::start().await)
+    (
+        Server::start(test_env(extra)).await,
+        Receiver::start().await,
+    )
 }
 
 fn secret_of(sub: &Value) -> String {
@@ -27,11 +30,14 @@ fn header_map(r: &hooklane_tests::Recorded) -> axum::http::HeaderMap {
 async fn a_delivery_verifies_with_an_independent_standard_webhooks_implementation() {
     let (server, rx) = setup(&[]).await;
     let sub = server.subscribe("acme", &rx.url("a"), &["invoice.*"]).await;
-    let id = server.publish("acme", "invoice.paid", json!({"amount": 42})).await;
+    let id = server
+        .publish("acme", "invoice.paid", json!({"amount": 42}))
+        .await;
     assert!(eventually(WAIT, || rx.count("a") == 1).await);
     let req = &rx.requests("a")[0];
     let wh = standardwebhooks::Webhook::new(&secret_of(&sub)).expect("secret");
-    wh.verify(&req.body, &header_map(req)).expect("signature verifies");
+    wh.verify(&req.body, &header_map(req))
+        .expect("signature verifies");
     assert_eq!(req.header("webhook-id"), id);
     assert_eq!(req.header("webhook-attempt"), "1");
     assert_eq!(req.header("content-type"), "application/json");
@@ -47,8 +53,13 @@ async fn retries_follow_the_ladder_with_the_same_id_and_body_then_park() {
     let (server, rx) = setup(&[("HOOKLANE_RETRY_SCHEDULE", "0s,1s,2s")]).await;
     rx.set_default("a", Reply::Status(500));
     let sub = server.subscribe("acme", &rx.url("a"), &["*"]).await;
-    let id = server.publish("acme", "order.created", json!({"n": 1})).await;
-    assert!(eventually(WAIT, || rx.count("a") == 3).await, "three attempts");
+    let id = server
+        .publish("acme", "order.created", json!({"n": 1}))
+        .await;
+    assert!(
+        eventually(WAIT, || rx.count("a") == 3).await,
+        "three attempts"
+    );
     let reqs = rx.requests("a");
     let attempts: Vec<String> = reqs.iter().map(|r| r.header("webhook-attempt")).collect();
     assert_eq!(attempts, ["1", "2", "3"]);
@@ -64,8 +75,13 @@ async fn retries_follow_the_ladder_with_the_same_id_and_body_then_park() {
     assert!(gap2 >= Duration::from_millis(1750), "gap2 {gap2:?}");
     assert!(gap2 > gap1, "the ladder climbs");
     let sub_id = sub["id"].as_str().unwrap();
-    assert!(wait_parked(&server, sub_id, 1).await, "parked after the last attempt");
-    let (_, dl) = server.call("GET", "/v1/tenants/acme/dead-letters", None).await;
+    assert!(
+        wait_parked(&server, sub_id, 1).await,
+        "parked after the last attempt"
+    );
+    let (_, dl) = server
+        .call("GET", "/v1/tenants/acme/dead-letters", None)
+        .await;
     let item = &dl["items"][0];
     assert_eq!(item["event_id"], id.as_str());
     assert_eq!(item["attempts"], 3);
@@ -78,7 +94,11 @@ async fn retries_follow_the_ladder_with_the_same_id_and_body_then_park() {
 async fn wait_parked(server: &Server, sub_id: &str, n: usize) -> bool {
     for _ in 0..400 {
         let (_, dl) = server
-            .call("GET", &format!("/v1/tenants/acme/dead-letters?subscription_id={sub_id}"), None)
+            .call(
+                "GET",
+                &format!("/v1/tenants/acme/dead-letters?subscription_id={sub_id}"),
+                None,
+            )
             .await;
         if dl["items"].as_array().map(|a| a.len()) == Some(n) {
             return true;
@@ -97,16 +117,27 @@ async fn a_400_is_parked_after_one_attempt_and_replay_delivers_with_a_fresh_ladd
     let id = server.publish("acme", "x.y", json!({})).await;
     assert!(wait_parked(&server, sub_id, 1).await);
     assert_eq!(rx.count("a"), 1, "not retried");
-    let (_, dl) = server.call("GET", "/v1/tenants/acme/dead-letters", None).await;
+    let (_, dl) = server
+        .call("GET", "/v1/tenants/acme/dead-letters", None)
+        .await;
     assert!(dl["items"][0]["reason"].as_str().unwrap().contains("400"));
-    let (status, _) = server.call("GET", &format!("/v1/tenants/acme/events/{id}"), None).await;
+    let (status, _) = server
+        .call("GET", &format!("/v1/tenants/acme/events/{id}"), None)
+        .await;
     assert_eq!(status, 200);
 
     let (status, body) = server
-        .call("POST", "/v1/tenants/acme/dead-letters/replay", Some(json!({"subscription_id": sub_id})))
+        .call(
+            "POST",
+            "/v1/tenants/acme/dead-letters/replay",
+            Some(json!({"subscription_id": sub_id})),
+        )
         .await;
     assert_eq!((status, body["replayed"].as_u64()), (202, Some(1)));
-    assert!(eventually(WAIT, || rx.count("a") == 2).await, "replay delivers");
+    assert!(
+        eventually(WAIT, || rx.count("a") == 2).await,
+        "replay delivers"
+    );
     let second = &rx.requests("a")[1];
     assert_eq!(second.header("webhook-id"), id);
     assert_eq!(second.header("webhook-attempt"), "1", "a fresh ladder");
@@ -116,7 +147,9 @@ async fn a_400_is_parked_after_one_attempt_and_replay_delivers_with_a_fresh_ladd
 
 async fn delivery_state_becomes(server: &Server, event_id: &str, state: &str) -> bool {
     for _ in 0..400 {
-        let (_, ev) = server.call("GET", &format!("/v1/tenants/acme/events/{event_id}"), None).await;
+        let (_, ev) = server
+            .call("GET", &format!("/v1/tenants/acme/events/{event_id}"), None)
+            .await;
         if ev["deliveries"][0]["state"] == state {
             return true;
         }
@@ -134,7 +167,10 @@ async fn retry_after_on_429_replaces_the_ladder_delay() {
     assert!(eventually(WAIT, || rx.count("a") == 2).await);
     let reqs = rx.requests("a");
     let gap = reqs[1].at - reqs[0].at;
-    assert!(gap >= Duration::from_millis(2900), "waited {gap:?}, not the 100ms ladder step");
+    assert!(
+        gap >= Duration::from_millis(2900),
+        "waited {gap:?}, not the 100ms ladder step"
+    );
     assert_eq!(reqs[1].header("webhook-attempt"), "2");
 }
 
@@ -154,7 +190,11 @@ async fn after_rotation_both_secrets_sign_and_either_verifies() {
     let sub = server.subscribe("acme", &rx.url("a"), &["*"]).await;
     let sub_id = sub["id"].as_str().unwrap();
     let (status, rotated) = server
-        .call("POST", &format!("/v1/tenants/acme/subscriptions/{sub_id}/rotate-secret"), None)
+        .call(
+            "POST",
+            &format!("/v1/tenants/acme/subscriptions/{sub_id}/rotate-secret"),
+            None,
+        )
         .await;
     assert_eq!(status, 200);
     let new_secret = rotated["secret"].as_str().unwrap();
@@ -195,10 +235,16 @@ async fn the_attempt_log_lists_attempts_newest_first_with_a_capped_excerpt() {
     assert_eq!(items[1]["outcome"], "retrying");
     assert_eq!(items[1]["event_id"], id.as_str());
     let excerpt = items[1]["response_excerpt"].as_str().unwrap();
-    assert!(excerpt.len() <= 1024 && excerpt.len() >= 1000, "excerpt {}", excerpt.len());
+    assert!(
+        excerpt.len() <= 1024 && excerpt.len() >= 1000,
+        "excerpt {}",
+        excerpt.len()
+    );
     let (_, page) = server.call("GET", &format!("{path}?limit=1"), None).await;
     let cursor = page["next_cursor"].as_str().expect("a next page");
-    let (_, page2) = server.call("GET", &format!("{path}?limit=1&cursor={cursor}"), None).await;
+    let (_, page2) = server
+        .call("GET", &format!("{path}?limit=1&cursor={cursor}"), None)
+        .await;
     assert_eq!(page2["items"][0]["attempt"], 1);
     assert!(page2["next_cursor"].is_null());
 }
@@ -213,24 +259,42 @@ async fn event_status_shows_each_matching_subscriptions_delivery() {
     let id = server.publish("acme", "a.b", json!({})).await;
     let mut states = Vec::new();
     for _ in 0..400 {
-        let (_, ev) = server.call("GET", &format!("/v1/tenants/acme/events/{id}"), None).await;
+        let (_, ev) = server
+            .call("GET", &format!("/v1/tenants/acme/events/{id}"), None)
+            .await;
         states = ev["deliveries"]
             .as_array()
             .unwrap()
             .iter()
-            .map(|d| (d["subscription_id"].as_str().unwrap().to_owned(), d["state"].as_str().unwrap().to_owned()))
+            .map(|d| {
+                (
+                    d["subscription_id"].as_str().unwrap().to_owned(),
+                    d["state"].as_str().unwrap().to_owned(),
+                )
+            })
             .collect();
         states.sort();
-        if states.iter().all(|(_, s)| s == "delivered" || s == "parked") && states.len() == 2 {
+        if states
+            .iter()
+            .all(|(_, s)| s == "delivered" || s == "parked")
+            && states.len() == 2
+        {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let mut expected = vec![
-        (ok["id"].as_str().unwrap().to_owned(), "delivered".to_owned()),
+        (
+            ok["id"].as_str().unwrap().to_owned(),
+            "delivered".to_owned(),
+        ),
         (bad["id"].as_str().unwrap().to_owned(), "parked".to_owned()),
     ];
     expected.sort();
     assert_eq!(states, expected);
-    assert_eq!(rx.count("other"), 0, "a non-matching subscription gets nothing");
+    assert_eq!(
+        rx.count("other"),
+        0,
+        "a non-matching subscription gets nothing"
+    );
 }

@@ -42,7 +42,11 @@ async fn a_healthy_delivery_arrives_while_200_receivers_hold_their_requests_open
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_delete_answers_204_the_target_gets_no_attempt_while_the_control_is_retried() {
-    let server = Server::start(test_env(&[("HOOKLANE_RETRY_SCHEDULE", "0s,500ms,500ms,500ms,500ms,500ms")])).await;
+    let server = Server::start(test_env(&[(
+        "HOOKLANE_RETRY_SCHEDULE",
+        "0s,500ms,500ms,500ms,500ms,500ms",
+    )]))
+    .await;
     let rx = Receiver::start().await;
     rx.set_default("target", Reply::Status(500));
     rx.set_default("control", Reply::Status(500));
@@ -53,7 +57,11 @@ async fn after_delete_answers_204_the_target_gets_no_attempt_while_the_control_i
 
     let target_id = target["id"].as_str().unwrap();
     let (status, _) = server
-        .call("DELETE", &format!("/v1/tenants/acme/subscriptions/{target_id}"), None)
+        .call(
+            "DELETE",
+            &format!("/v1/tenants/acme/subscriptions/{target_id}"),
+            None,
+        )
         .await;
     assert_eq!(status, 204);
     let answered = Instant::now();
@@ -66,7 +74,9 @@ async fn after_delete_answers_204_the_target_gets_no_attempt_while_the_control_i
         rx.requests("target").iter().all(|r| r.at < answered),
         "no attempt to the target started after the 204"
     );
-    let (_, ev) = server.call("GET", &format!("/v1/tenants/acme/events/{event}"), None).await;
+    let (_, ev) = server
+        .call("GET", &format!("/v1/tenants/acme/events/{event}"), None)
+        .await;
     let state = ev["deliveries"]
         .as_array()
         .unwrap()
@@ -74,8 +84,14 @@ async fn after_delete_answers_204_the_target_gets_no_attempt_while_the_control_i
         .find(|d| d["subscription_id"] == target_id)
         .map(|d| d["state"].clone());
     assert_eq!(state, Some(json!("dropped")), "dropped, not parked");
-    let (_, dl) = server.call("GET", "/v1/tenants/acme/dead-letters", None).await;
-    assert!(dl["items"].as_array().unwrap().iter().all(|d| d["subscription_id"] != target_id));
+    let (_, dl) = server
+        .call("GET", "/v1/tenants/acme/dead-letters", None)
+        .await;
+    assert!(dl["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|d| d["subscription_id"] != target_id));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -93,12 +109,37 @@ async fn a_retrying_delivery_holds_its_own_lane_and_no_other() {
     assert!(eventually(WAIT, || rx.count("fast") == 3).await);
     // The fast lane finished all three while the slow lane was still
     // retrying its first event.
-    let slow_now: Vec<String> = rx.requests("slow").iter().map(|r| r.header("webhook-id")).collect();
-    assert!(slow_now.iter().all(|id| id == &ids[0]), "slow lane moved on early: {slow_now:?}");
-    let fast: Vec<String> = rx.requests("fast").iter().map(|r| r.header("webhook-id")).collect();
+    let slow_now: Vec<String> = rx
+        .requests("slow")
+        .iter()
+        .map(|r| r.header("webhook-id"))
+        .collect();
+    assert!(
+        slow_now.iter().all(|id| id == &ids[0]),
+        "slow lane moved on early: {slow_now:?}"
+    );
+    let fast: Vec<String> = rx
+        .requests("fast")
+        .iter()
+        .map(|r| r.header("webhook-id"))
+        .collect();
     assert_eq!(fast, ids, "fast lane in acceptance order");
 
     assert!(eventually(WAIT, || rx.count("slow") == 5).await);
-    let slow: Vec<String> = rx.requests("slow").iter().map(|r| r.header("webhook-id")).collect();
-    assert_eq!(slow, [ids[0].clone(), ids[0].clone(), ids[0].clone(), ids[1].clone(), ids[2].clone()], "slow lane in order");
+    let slow: Vec<String> = rx
+        .requests("slow")
+        .iter()
+        .map(|r| r.header("webhook-id"))
+        .collect();
+    assert_eq!(
+        slow,
+        [
+            ids[0].clone(),
+            ids[0].clone(),
+            ids[0].clone(),
+            ids[1].clone(),
+            ids[2].clone()
+        ],
+        "slow lane in order"
+    );
 }

@@ -1,0 +1,306 @@
+//! The storage contract every adapter must pass: the same checks run over
+//! the embedded SQLite adapter (in this crate's tests) and over any other
+//! adapter (behind the `contract` feature). Each check builds its own
+//! tenant, so one store can run them all.
+
+use std::sync::Arc;
+
+use time::{Duration, OffsetDateTime};
+
+use crate::domain::{
+    Attempt, AttemptId, Delivery, Event, EventFilter, EventId, EventType, Health, Subscription,
+    SubscriptionId, SubscriptionStatus, TenantId,
+};
+use crate::ports::{
+    Accepted, AttemptLog, DeliveryQueue, EventArchive, Finish, NewDelivery, StoreError,
+    SubscriptionStore,
+};
+use crate::signing::Secret;
+
+/// What the contract needs from an adapter under test.
+#[async_trait::async_trait]
+pub trait Harness: Send + Sync {
+    /// The subscription store.
+    fn subscriptions(&self) -> Arc<dyn SubscriptionStore>;
+    /// The event archive.
+    fn events(&self) -> Arc<dyn EventArchive>;
+    /// The delivery queue.
+    fn queue(&self) -> Arc<dyn DeliveryQueue>;
+    /// The attempt log.
+    fn attempts(&self) -> Arc<dyn AttemptLog>;
+    /// The next due delivery of a subscription's lane, as the adapter's
+    /// runner would receive it.
+    async fn next_delivery(&self, sub: &SubscriptionId) -> Option<Delivery>;
+}
+
+fn tenant(name: &str) -> TenantId {
+    TenantId::parse(&format!(
+        "{name}-{}",
+        &SubscriptionId::generate().as_str()[20..]
+    ))
+    .expect("tenant")
+}
+
+/// A subscription of `tenant` for `filters`.
+pub fn subscription(tenant: &TenantId, filters: &[&str]) -> Subscription {
+    let now = OffsetDateTime::now_utc();
+    Subscription {
+        id: SubscriptionId::generate(),
+        tenant: tenant.clone(),
+        url: url::Url::parse("https://example.com/hook").expect("url"),
+        filters: filters
+            .iter()
+            .map(|f| EventFilter::parse(f).expect("filter"))
+            .collect(),
+        description: Some("contract".into()),
+        metadata: [("k".to_owned(), "v".to_owned())].into_iter().collect(),
+        secret: Secret::generate(),
+        previous_secret: None,
+        status: SubscriptionStatus::Active,
+        health: Health::default(),
+        suspended_at: None,
+        status_reason: None,
+        created_at: now,
+        updated_at: now,
+    }
+}
+
+fn event(tenant: &TenantId, ty: &str, at: OffsetDateTime) -> Event {
+    Event {
+        id: EventId::generate(),
+        tenant: tenant.clone(),
+        event_type: EventType::parse(ty).expect("type"),
+        created_at: at,
+        payload: bytes::Bytes::from_static(b"{\"type\":\"x\"}"),
+    }
+}
+
+fn attempt(d: &Delivery, n: u32, outcome: &str, status: Option<u16>) -> Attempt {
+    Attempt {
+        id: AttemptId::generate(),
+        tenant: d.tenant.clone(),
+        subscription_id: d.subscription_id.clone(),
+        event_id: d.event_id.clone(),
+        attempt: n,
+        started_at: OffsetDateTime::now_utc(),
+        duration_ms: 3,
+        status_code: status,
+        outcome: outcome.into(),
+        error: None,
+        response_excerpt: Some("ok".into()),
+    }
+}
+
+fn new_delivery(sub: &Subscription, e: &Event) -> NewDelivery {
+    NewDelivery {
+        tenant: sub.tenant.clone(),
+        subscription_id: sub.id.clone(),
+        event_id: e.id.clone(),
+        event_type: e.event_type.clone(),
+    }
+}
+
+/// Subscriptions round-trip, are scoped to their tenant, and stay gone
+/// once deleted.
+pub async fn subscriptions_are_tenant_scoped_and_tombstoned(h: &dyn Harness) {
+    let store = h.subscriptions();
+    let (a, b) = (tenant("a"), tenant("b"));
+    let sub = subscription(&a, &["invoice.*"]);
+    store.insert(&sub).await.expect("insert");
+    let got = store.get(&a, &sub.id).await.expect("get").expect("found");
+    assert_eq!(got.url, sub.url);
+    assert_eq!(got.secret, sub.secret);
+    assert_eq!(got.metadata, sub.metadata);
+    assert!(
+        store.get(&b, &sub.id).await.expect("get").is_none(),
+        "other tenant"
+    );
+    assert!(store.list(&b, None, 10).await.expect("list").is_empty());
+    assert_eq!(store.list(&a, None, 10).await.expect("list").len(), 1);
+    assert_eq!(
+        store.delete(&b, &sub.id).await.expect("delete"),
+        None,
+        "other tenant"
+    );
+    assert_eq!(store.delete(&a, &sub.id).await.expect("delete"), Some(0));
+    assert!(store.get(&a, &sub.id).await.expect("get").is_none());
+    assert_eq!(store.delete(&a, &sub.id).await.expect("delete"), None);
+    let mut gone = sub.clone();
+    gone.description = Some("changed".into());
+    assert!(!store.update(&gone).await.expect("update"));
+}
+
+/// Matching finds exact, prefix and star filters of active subscriptions
+/// of the tenant only, page by page.
+pub async fn matching_respects_filters_tenants_and_pages(h: &dyn Harness) {
+    let store = h.subscriptions();
+    let (a, b) = (tenant("a"), tenant("b"));
+    let mut want = Vec::new();
+    for f in ["invoice.paid", "invoice.*", "*"] {
+        let s = subscription(&a, &[f]);
+        store.insert(&s).await.expect("insert");
+        want.push(s.id);
+    }
+    for (t, f) in [(&a, "order.*"), (&a, "invoice.paid.late"), (&b, "*")] {
+        store.insert(&subscription(t, &[f])).await.expect("insert");
+    }
+    let deleted = subscription(&a, &["*"]);
+    store.insert(&deleted).await.expect("insert");
+    store.delete(&a, &deleted.id).await.expect("delete");
+    let ty = EventType::parse("invoice.paid").expect("type");
+    let first = store.matching(&a, &ty, None, 2).await.expect("page 1");
+    let rest = store
+        .matching(&a, &ty, first.last().map(|s| &s.id), 2)
+        .await
+        .expect("page 2");
+    let got: Vec<SubscriptionId> = first.into_iter().chain(rest).map(|s| s.id).collect();
+    want.sort();
+    assert_eq!(got, want);
+}
+
+/// The same event id within 24 h answers the original; later it conflicts.
+pub async fn accepting_is_idempotent_for_a_day(h: &dyn Harness) {
+    let events = h.events();
+    let t = tenant("a");
+    let now = OffsetDateTime::now_utc();
+    let e = event(&t, "a.b", now);
+    assert!(matches!(
+        events.accept(e.clone()).await.expect("accept"),
+        Accepted::New(_)
+    ));
+    let mut again = e.clone();
+    again.created_at = now + Duration::hours(1);
+    match events.accept(again).await.expect("accept") {
+        Accepted::Duplicate(orig) => {
+            assert_eq!(orig.created_at.unix_timestamp(), now.unix_timestamp())
+        }
+        Accepted::New(_) => panic!("a duplicate was accepted as new"),
+    }
+    let mut late = e.clone();
+    late.created_at = now + Duration::hours(25);
+    assert!(matches!(
+        events.accept(late).await,
+        Err(StoreError::Conflict(_))
+    ));
+    let got = events.get(&t, &e.id).await.expect("get").expect("archived");
+    assert_eq!(got.payload, e.payload);
+    assert!(events
+        .get(&tenant("b"), &e.id)
+        .await
+        .expect("get")
+        .is_none());
+}
+
+/// A delivery is queued once per pair, leased by its attempt, and finished
+/// into the state the API shows.
+pub async fn deliveries_lease_finish_park_and_replay(h: &dyn Harness) {
+    let (subs, queue, log) = (h.subscriptions(), h.queue(), h.attempts());
+    let t = tenant("a");
+    let sub = subscription(&t, &["*"]);
+    subs.insert(&sub).await.expect("insert");
+    let e = event(&t, "a.b", OffsetDateTime::now_utc());
+    queue
+        .enqueue(&[new_delivery(&sub, &e)])
+        .await
+        .expect("enqueue");
+    queue
+        .enqueue(&[new_delivery(&sub, &e)])
+        .await
+        .expect("enqueue twice");
+    let d = h.next_delivery(&sub.id).await.expect("queued");
+    assert_eq!(d.attempts, 0);
+    let now = OffsetDateTime::now_utc();
+    assert!(queue
+        .begin_attempt(&d, now, now + Duration::seconds(30))
+        .await
+        .expect("begin"));
+    assert!(
+        !queue
+            .begin_attempt(&d, now, now + Duration::seconds(30))
+            .await
+            .expect("begin"),
+        "stale attempt count"
+    );
+    let a1 = attempt(&d, 1, "parked", Some(410));
+    log.record(&a1).await.expect("log");
+    queue
+        .finish(&d, &Finish::Parked("status 410".into()), &a1)
+        .await
+        .expect("finish");
+    assert!(
+        h.next_delivery(&sub.id).await.is_none(),
+        "a parked delivery leaves the lane"
+    );
+    let views = queue.event_deliveries(&t, &e.id).await.expect("views");
+    assert_eq!(
+        (views.len(), views[0].state, views[0].last_status_code),
+        (1, "parked", Some(410))
+    );
+    let parked = queue
+        .dead_letters(&t, Some(&sub.id), None, 10)
+        .await
+        .expect("dead letters");
+    assert_eq!(parked.len(), 1);
+    assert_eq!(
+        (parked[0].1.attempts, parked[0].1.reason.as_str()),
+        (1, "status 410")
+    );
+    assert!(queue
+        .dead_letters(&tenant("b"), None, None, 10)
+        .await
+        .expect("dl")
+        .is_empty());
+
+    let replayed = queue
+        .replay(&t, Some(&sub.id), None, OffsetDateTime::now_utc())
+        .await
+        .expect("replay");
+    assert_eq!(replayed, vec![sub.id.clone()]);
+    let again = h.next_delivery(&sub.id).await.expect("back in the lane");
+    assert_eq!(again.attempts, 0, "a fresh ladder");
+    assert!(queue
+        .dead_letters(&t, None, None, 10)
+        .await
+        .expect("dl")
+        .is_empty());
+
+    let listed = log.list(&t, &sub.id, None, 10).await.expect("attempts");
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].1.status_code, Some(410));
+}
+
+/// Deleting a subscription drops its queued deliveries and refuses new
+/// attempts (G4).
+pub async fn a_deleted_subscription_gets_no_new_attempt(h: &dyn Harness) {
+    let (subs, queue) = (h.subscriptions(), h.queue());
+    let t = tenant("a");
+    let sub = subscription(&t, &["*"]);
+    subs.insert(&sub).await.expect("insert");
+    let e = event(&t, "a.b", OffsetDateTime::now_utc());
+    queue
+        .enqueue(&[new_delivery(&sub, &e)])
+        .await
+        .expect("enqueue");
+    let d = h.next_delivery(&sub.id).await.expect("queued");
+    assert_eq!(
+        subs.delete(&t, &sub.id).await.expect("delete"),
+        Some(1),
+        "one dropped"
+    );
+    let now = OffsetDateTime::now_utc();
+    assert!(!queue
+        .begin_attempt(&d, now, now + Duration::seconds(30))
+        .await
+        .expect("begin"));
+    let views = queue.event_deliveries(&t, &e.id).await.expect("views");
+    assert_eq!(views[0].state, "dropped");
+}
+
+/// Every check, in order.
+pub async fn run_all(h: &dyn Harness) {
+    subscriptions_are_tenant_scoped_and_tombstoned(h).await;
+    matching_respects_filters_tenants_and_pages(h).await;
+    accepting_is_idempotent_for_a_day(h).await;
+    deliveries_lease_finish_park_and_replay(h).await;
+    a_deleted_subscription_gets_no_new_attempt(h).await;
+}
