@@ -306,7 +306,13 @@ impl Engine {
         };
         counter.fetch_add(1, Ordering::Relaxed);
         if matches!(step, Step::Delivered | Step::Parked(_)) {
-            let health = next_health(&sub.health, &attempt, matches!(step, Step::Delivered));
+            let streak_start = d.first_attempt_at.unwrap_or(started_at);
+            let health = next_health(
+                &sub.health,
+                &attempt,
+                streak_start,
+                matches!(step, Step::Delivered),
+            );
             self.ports
                 .subscriptions
                 .record_health(&d.tenant, &d.subscription_id, &health)
@@ -340,8 +346,14 @@ impl Engine {
 }
 
 /// The health record after a retry sequence ended: a success resets it, a
-/// parked delivery extends the failure streak (G8).
-pub fn next_health(prev: &Health, last: &Attempt, delivered: bool) -> Health {
+/// parked delivery extends the failure streak, which began at the first
+/// attempt of its first failed delivery (G8).
+pub fn next_health(
+    prev: &Health,
+    last: &Attempt,
+    first_attempt_at: OffsetDateTime,
+    delivered: bool,
+) -> Health {
     let mut h = Health {
         last_outcome: Some(last.outcome.clone()),
         last_status_code: last.status_code,
@@ -351,7 +363,7 @@ pub fn next_health(prev: &Health, last: &Attempt, delivered: bool) -> Health {
     };
     if !delivered {
         h.consecutive_failures = prev.consecutive_failures + 1;
-        h.first_failure_at = prev.first_failure_at.or(Some(last.started_at));
+        h.first_failure_at = prev.first_failure_at.or(Some(first_attempt_at));
     }
     h
 }

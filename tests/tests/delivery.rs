@@ -298,3 +298,71 @@ async fn event_status_shows_each_matching_subscriptions_delivery() {
         "a non-matching subscription gets nothing"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_receiver_that_never_answers_times_out_and_is_retried() {
+    let (server, rx) = setup(&[
+        ("HOOKLANE_ATTEMPT_TIMEOUT", "1s"),
+        ("HOOKLANE_RETRY_SCHEDULE", "0s,200ms"),
+    ])
+    .await;
+    rx.script("a", vec![Reply::Hang]);
+    let sub = server.subscribe("acme", &rx.url("a"), &["*"]).await;
+    server.publish("acme", "x.y", json!({})).await;
+    assert!(
+        eventually(WAIT, || rx.count("a") == 2).await,
+        "retried after the timeout"
+    );
+    let reqs = rx.requests("a");
+    assert!(reqs[1].at - reqs[0].at >= Duration::from_millis(1000));
+    assert_eq!(reqs[1].header("webhook-attempt"), "2");
+    let path = format!(
+        "/v1/tenants/acme/subscriptions/{}/attempts",
+        sub["id"].as_str().unwrap()
+    );
+    let mut first = Value::Null;
+    for _ in 0..200 {
+        let (_, body) = server.call("GET", &path, None).await;
+        if body["items"].as_array().is_some_and(|a| a.len() == 2) {
+            first = body["items"][1].clone();
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(first["error"], "timeout");
+    assert!(first["status_code"].is_null());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parked_delivery_counts_in_the_subscriptions_health_and_a_success_resets_it() {
+    let (server, rx) = setup(&[]).await;
+    rx.script("a", vec![Reply::Status(410)]);
+    let sub = server.subscribe("acme", &rx.url("a"), &["*"]).await;
+    let path = format!(
+        "/v1/tenants/acme/subscriptions/{}",
+        sub["id"].as_str().unwrap()
+    );
+    server.publish("acme", "x.y", json!({})).await;
+    let mut health = Value::Null;
+    for _ in 0..200 {
+        health = server.call("GET", &path, None).await.1["health"].clone();
+        if health["consecutive_failures"] == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(health["consecutive_failures"], 1);
+    assert_eq!(health["last_status_code"], 410);
+    assert!(health["first_failure_at"].is_string());
+    server.publish("acme", "x.y", json!({})).await;
+    for _ in 0..200 {
+        health = server.call("GET", &path, None).await.1["health"].clone();
+        if health["consecutive_failures"] == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(health["consecutive_failures"], 0);
+    assert!(health["first_failure_at"].is_null());
+    assert_eq!(health["last_outcome"], "delivered");
+}

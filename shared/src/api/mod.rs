@@ -30,6 +30,7 @@ pub const OPENAPI: &str = include_str!("openapi.json");
 pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/healthz"),
     ("get", "/openapi.json"),
+    ("get", "/metrics"),
     ("post", "/v1/tenants/{tenant}/subscriptions"),
     ("get", "/v1/tenants/{tenant}/subscriptions"),
     ("get", "/v1/tenants/{tenant}/subscriptions/{id}"),
