@@ -60,6 +60,7 @@ pub fn subscription(tenant: &TenantId, filters: &[&str]) -> Subscription {
         health: Health::default(),
         suspended_at: None,
         status_reason: None,
+        spilling: false,
         created_at: now,
         updated_at: now,
     }
@@ -97,6 +98,7 @@ fn new_delivery(sub: &Subscription, e: &Event) -> NewDelivery {
         subscription_id: sub.id.clone(),
         event_id: e.id.clone(),
         event_type: e.event_type.clone(),
+        spill: false,
     }
 }
 
@@ -224,7 +226,7 @@ pub async fn deliveries_lease_finish_park_and_replay(h: &dyn Harness) {
     let a1 = attempt(&d, 1, "parked", Some(410));
     log.record(&a1).await.expect("log");
     queue
-        .finish(&d, &Finish::Parked("status 410".into()), &a1)
+        .finish(&d, Some(&sub), &Finish::Parked("status 410".into()), &a1)
         .await
         .expect("finish");
     assert!(

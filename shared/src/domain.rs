@@ -308,6 +308,10 @@ pub struct Subscription {
     pub suspended_at: Option<OffsetDateTime>,
     /// When suspended, why.
     pub status_reason: Option<String>,
+    /// Its lane is failing: new deliveries wait in the spill store instead
+    /// of the queue (AWS, where a FIFO queue scans only its first 120,000
+    /// messages). The embedded store has no such scan and ignores it.
+    pub spilling: bool,
     /// Creation time.
     pub created_at: OffsetDateTime,
     /// Last change.

@@ -295,7 +295,7 @@ pub async fn serve(
     let embedded = Embedded::start(config, db).await?;
     let app = crate::api::router(crate::api::AppState {
         engine: embedded.engine.clone(),
-        token,
+        auth: crate::api::Auth::Token(token),
     });
     info!(addr = %listener.local_addr()?, "hooklane serving");
     axum::serve(listener, app)

@@ -141,9 +141,22 @@ impl Engine {
     /// subscription, page by page; returns how many. Safe to run again
     /// after a crash: a pair already queued is not queued twice.
     pub async fn fan_out(&self, event: &Event) -> StoreResult<usize> {
-        let mut after: Option<SubscriptionId> = None;
+        let (total, _) = self.fan_out_pages(event, None, usize::MAX).await?;
+        Ok(total)
+    }
+
+    /// Fans out at most `max_pages` pages of subscriptions after `after`;
+    /// returns how many deliveries were enqueued and, when subscriptions
+    /// remain, the cursor to resume from (a very large fan-out continues
+    /// across invocations).
+    pub async fn fan_out_pages(
+        &self,
+        event: &Event,
+        mut after: Option<SubscriptionId>,
+        max_pages: usize,
+    ) -> StoreResult<(usize, Option<SubscriptionId>)> {
         let mut total = 0;
-        loop {
+        for _ in 0..max_pages {
             let page = self
                 .ports
                 .subscriptions
@@ -154,7 +167,10 @@ impl Engine {
                     FAN_OUT_PAGE,
                 )
                 .await?;
-            let Some(last) = page.last() else { break };
+            let Some(last) = page.last() else {
+                after = None;
+                break;
+            };
             after = Some(last.id.clone());
             let batch: Vec<NewDelivery> = page
                 .iter()
@@ -163,20 +179,22 @@ impl Engine {
                     subscription_id: s.id.clone(),
                     event_id: event.id.clone(),
                     event_type: event.event_type.clone(),
+                    spill: s.spilling,
                 })
                 .collect();
             self.ports.queue.enqueue(&batch).await?;
             let lanes: Vec<SubscriptionId> = page.into_iter().map(|s| s.id).collect();
             self.ports.wakeup.lanes(&event.tenant, &lanes);
             total += lanes.len();
+            self.metrics
+                .deliveries_enqueued
+                .fetch_add(lanes.len() as u64, Ordering::Relaxed);
             if lanes.len() < FAN_OUT_PAGE {
+                after = None;
                 break;
             }
         }
-        self.metrics
-            .deliveries_enqueued
-            .fetch_add(total as u64, Ordering::Relaxed);
-        Ok(total)
+        Ok((total, after))
     }
 
     /// Runs one attempt of a due delivery: reads the subscription right
@@ -186,7 +204,7 @@ impl Engine {
         let Some((sub, event)) = self.prepare(d).await? else {
             self.ports
                 .queue
-                .finish(d, &Finish::Dropped, &self.dropped_attempt(d))
+                .finish(d, None, &Finish::Dropped, &self.dropped_attempt(d))
                 .await?;
             self.metrics.dropped.fetch_add(1, Ordering::Relaxed);
             info!(
@@ -298,7 +316,10 @@ impl Engine {
             response_excerpt: report.excerpt.clone(),
         };
         self.ports.attempts.record(&attempt).await?;
-        self.ports.queue.finish(d, &finish, &attempt).await?;
+        self.ports
+            .queue
+            .finish(d, Some(sub), &finish, &attempt)
+            .await?;
         let counter = match &step {
             Step::Delivered => &self.metrics.delivered,
             Step::Retrying(_) => &self.metrics.retried,

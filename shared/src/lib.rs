@@ -22,6 +22,7 @@ pub mod embedded;
 pub mod engine;
 pub mod policy;
 pub mod ports;
+pub mod record;
 pub mod sender;
 pub mod signing;
 pub mod sqlite;

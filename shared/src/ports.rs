@@ -103,6 +103,8 @@ pub struct NewDelivery {
     pub event_id: EventId,
     /// The event's type.
     pub event_type: EventType,
+    /// The subscription's lane is spilling (see `Subscription::spilling`).
+    pub spill: bool,
 }
 
 /// How a delivery's attempt ended, as the queue records it.
@@ -149,7 +151,15 @@ pub trait DeliveryQueue: Send + Sync {
         lease_until: OffsetDateTime,
     ) -> StoreResult<bool>;
     /// Records how the attempt ended, with its last status and error.
-    async fn finish(&self, d: &Delivery, finish: &Finish, last: &Attempt) -> StoreResult<()>;
+    /// `sub` is the subscription as read before the attempt (its lane
+    /// state decides spilling and refilling where the queue has them).
+    async fn finish(
+        &self,
+        d: &Delivery,
+        sub: Option<&Subscription>,
+        finish: &Finish,
+        last: &Attempt,
+    ) -> StoreResult<()>;
     /// A tenant's parked deliveries after the cursor, oldest first; each
     /// with its cursor.
     async fn dead_letters(

@@ -3,6 +3,8 @@
 //! database, and a loopback receiver that records what arrives and answers
 //! as each test scripts it (a status, a sequence of statuses, or never).
 
+pub mod aws;
+mod both;
 pub mod receiver;
 
 use std::collections::HashMap;
@@ -46,15 +48,41 @@ pub fn test_env(extra: &[(&str, &str)]) -> HashMap<String, String> {
     env
 }
 
+/// Sends the server's logs to the test's captured output (shown when a
+/// test fails); `RUST_LOG` picks the level (default `warn`).
+pub fn init_logs() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_test_writer()
+        .try_init();
+}
+
 /// Raises the open-file limit so hundreds of held connections fit.
 pub fn raise_fd_limit() {
     let _ = rlimit::increase_nofile_limit(65_536);
 }
 
+/// Where a test server keeps its state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// SQLite in a temporary directory.
+    Embedded,
+    /// DynamoDB and SQS FIFO on the local AWS-compatible server.
+    Aws,
+}
+
 impl Server {
-    /// Starts `serve` in this process with the given settings.
+    /// Starts `serve` (embedded) in this process with the given settings.
     pub async fn start(env: HashMap<String, String>) -> Self {
+        Self::start_on(Backend::Embedded, env).await
+    }
+
+    /// Starts `serve` in this process on the given backend.
+    pub async fn start_on(backend: Backend, env: HashMap<String, String>) -> Self {
         raise_fd_limit();
+        init_logs();
         let config = Config::from_lookup(|k| env.get(k).cloned()).expect("test config");
         let dir = tempfile::tempdir().expect("temp dir");
         let db = dir.path().join("hooklane.db");
@@ -63,11 +91,26 @@ impl Server {
             .expect("bind");
         let base = format!("http://{}", listener.local_addr().expect("addr"));
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let sdk = match backend {
+            Backend::Aws => Some(aws::sdk().await),
+            Backend::Embedded => None,
+        };
         tokio::spawn(async move {
             let stop = async move {
                 let _ = rx.await;
             };
-            if let Err(e) = hooklane_core::embedded::serve(listener, config, &db, stop).await {
+            let result = match sdk {
+                None => hooklane_core::embedded::serve(listener, config, &db, stop).await,
+                Some(sdk) => {
+                    let resources = hooklane_aws::Resources {
+                        prefix: aws::unique_prefix(),
+                        visibility: config.attempt_timeout * 6,
+                    };
+                    hooklane_aws::local::serve(listener, config, sdk, None, Some(resources), stop)
+                        .await
+                }
+            };
+            if let Err(e) = result {
                 eprintln!("serve failed: {e:#}");
             }
         });

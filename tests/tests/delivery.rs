@@ -6,14 +6,14 @@
 
 use std::time::Duration;
 
-use hooklane_tests::{eventually, test_env, Receiver, Reply, Server};
+use hooklane_tests::{eventually, on_both_backends, test_env, Backend, Receiver, Reply, Server};
 use serde_json::{json, Value};
 
 const WAIT: Duration = Duration::from_secs(20);
 
-async fn setup(extra: &[(&str, &str)]) -> (Server, Receiver) {
+async fn setup(backend: Backend, extra: &[(&str, &str)]) -> (Server, Receiver) {
     (
-        Server::start(test_env(extra)).await,
+        Server::start_on(backend, test_env(extra)).await,
         Receiver::start().await,
     )
 }
@@ -26,9 +26,10 @@ fn header_map(r: &hooklane_tests::Recorded) -> axum::http::HeaderMap {
     r.headers.clone()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_delivery_verifies_with_an_independent_standard_webhooks_implementation() {
-    let (server, rx) = setup(&[]).await;
+async fn a_delivery_verifies_with_an_independent_standard_webhooks_implementation(
+    backend: Backend,
+) {
+    let (server, rx) = setup(backend, &[]).await;
     let sub = server.subscribe("acme", &rx.url("a"), &["invoice.*"]).await;
     let id = server
         .publish("acme", "invoice.paid", json!({"amount": 42}))
@@ -48,9 +49,8 @@ async fn a_delivery_verifies_with_an_independent_standard_webhooks_implementatio
     assert!(body["timestamp"].is_string());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn retries_follow_the_ladder_with_the_same_id_and_body_then_park() {
-    let (server, rx) = setup(&[("HOOKLANE_RETRY_SCHEDULE", "0s,1s,2s")]).await;
+async fn retries_follow_the_ladder_with_the_same_id_and_body_then_park(backend: Backend) {
+    let (server, rx) = setup(backend, &[("HOOKLANE_RETRY_SCHEDULE", "0s,1s,2s")]).await;
     rx.set_default("a", Reply::Status(500));
     let sub = server.subscribe("acme", &rx.url("a"), &["*"]).await;
     let id = server
@@ -108,9 +108,10 @@ async fn wait_parked(server: &Server, sub_id: &str, n: usize) -> bool {
     false
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_400_is_parked_after_one_attempt_and_replay_delivers_with_a_fresh_ladder() {
-    let (server, rx) = setup(&[]).await;
+async fn a_400_is_parked_after_one_attempt_and_replay_delivers_with_a_fresh_ladder(
+    backend: Backend,
+) {
+    let (server, rx) = setup(backend, &[]).await;
     rx.script("a", vec![Reply::Body(400, "bad payload".into())]);
     let sub = server.subscribe("acme", &rx.url("a"), &["*"]).await;
     let sub_id = sub["id"].as_str().unwrap();
@@ -158,9 +159,8 @@ async fn delivery_state_becomes(server: &Server, event_id: &str, state: &str) ->
     false
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn retry_after_on_429_replaces_the_ladder_delay() {
-    let (server, rx) = setup(&[("HOOKLANE_RETRY_SCHEDULE", "0s,100ms,100ms")]).await;
+async fn retry_after_on_429_replaces_the_ladder_delay(backend: Backend) {
+    let (server, rx) = setup(backend, &[("HOOKLANE_RETRY_SCHEDULE", "0s,100ms,100ms")]).await;
     rx.script("a", vec![Reply::RetryAfter(429, "3".into())]);
     server.subscribe("acme", &rx.url("a"), &["*"]).await;
     server.publish("acme", "x.y", json!({})).await;
@@ -174,9 +174,8 @@ async fn retry_after_on_429_replaces_the_ladder_delay() {
     assert_eq!(reqs[1].header("webhook-attempt"), "2");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redirects_are_not_followed_and_park() {
-    let (server, rx) = setup(&[]).await;
+async fn redirects_are_not_followed_and_park(backend: Backend) {
+    let (server, rx) = setup(backend, &[]).await;
     rx.set_default("a", Reply::Status(302));
     let sub = server.subscribe("acme", &rx.url("a"), &["*"]).await;
     server.publish("acme", "x.y", json!({})).await;
@@ -184,9 +183,8 @@ async fn redirects_are_not_followed_and_park() {
     assert_eq!(rx.count("a"), 1);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn after_rotation_both_secrets_sign_and_either_verifies() {
-    let (server, rx) = setup(&[]).await;
+async fn after_rotation_both_secrets_sign_and_either_verifies(backend: Backend) {
+    let (server, rx) = setup(backend, &[]).await;
     let sub = server.subscribe("acme", &rx.url("a"), &["*"]).await;
     let sub_id = sub["id"].as_str().unwrap();
     let (status, rotated) = server
@@ -209,9 +207,8 @@ async fn after_rotation_both_secrets_sign_and_either_verifies() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_attempt_log_lists_attempts_newest_first_with_a_capped_excerpt() {
-    let (server, rx) = setup(&[("HOOKLANE_RETRY_SCHEDULE", "0s,200ms")]).await;
+async fn the_attempt_log_lists_attempts_newest_first_with_a_capped_excerpt(backend: Backend) {
+    let (server, rx) = setup(backend, &[("HOOKLANE_RETRY_SCHEDULE", "0s,200ms")]).await;
     rx.script("a", vec![Reply::Body(503, "x".repeat(5000))]);
     let sub = server.subscribe("acme", &rx.url("a"), &["*"]).await;
     let sub_id = sub["id"].as_str().unwrap();
@@ -249,9 +246,8 @@ async fn the_attempt_log_lists_attempts_newest_first_with_a_capped_excerpt() {
     assert!(page2["next_cursor"].is_null());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn event_status_shows_each_matching_subscriptions_delivery() {
-    let (server, rx) = setup(&[]).await;
+async fn event_status_shows_each_matching_subscriptions_delivery(backend: Backend) {
+    let (server, rx) = setup(backend, &[]).await;
     rx.set_default("bad", Reply::Status(404));
     let ok = server.subscribe("acme", &rx.url("ok"), &["a.*"]).await;
     let bad = server.subscribe("acme", &rx.url("bad"), &["a.b"]).await;
@@ -299,12 +295,14 @@ async fn event_status_shows_each_matching_subscriptions_delivery() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_receiver_that_never_answers_times_out_and_is_retried() {
-    let (server, rx) = setup(&[
-        ("HOOKLANE_ATTEMPT_TIMEOUT", "1s"),
-        ("HOOKLANE_RETRY_SCHEDULE", "0s,200ms"),
-    ])
+async fn a_receiver_that_never_answers_times_out_and_is_retried(backend: Backend) {
+    let (server, rx) = setup(
+        backend,
+        &[
+            ("HOOKLANE_ATTEMPT_TIMEOUT", "1s"),
+            ("HOOKLANE_RETRY_SCHEDULE", "0s,200ms"),
+        ],
+    )
     .await;
     rx.script("a", vec![Reply::Hang]);
     let sub = server.subscribe("acme", &rx.url("a"), &["*"]).await;
@@ -333,9 +331,10 @@ async fn a_receiver_that_never_answers_times_out_and_is_retried() {
     assert!(first["status_code"].is_null());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_parked_delivery_counts_in_the_subscriptions_health_and_a_success_resets_it() {
-    let (server, rx) = setup(&[]).await;
+async fn a_parked_delivery_counts_in_the_subscriptions_health_and_a_success_resets_it(
+    backend: Backend,
+) {
+    let (server, rx) = setup(backend, &[]).await;
     rx.script("a", vec![Reply::Status(410)]);
     let sub = server.subscribe("acme", &rx.url("a"), &["*"]).await;
     let path = format!(
@@ -366,3 +365,16 @@ async fn a_parked_delivery_counts_in_the_subscriptions_health_and_a_success_rese
     assert!(health["first_failure_at"].is_null());
     assert_eq!(health["last_outcome"], "delivered");
 }
+
+on_both_backends!(
+    a_delivery_verifies_with_an_independent_standard_webhooks_implementation,
+    retries_follow_the_ladder_with_the_same_id_and_body_then_park,
+    a_400_is_parked_after_one_attempt_and_replay_delivers_with_a_fresh_ladder,
+    retry_after_on_429_replaces_the_ladder_delay,
+    redirects_are_not_followed_and_park,
+    after_rotation_both_secrets_sign_and_either_verifies,
+    the_attempt_log_lists_attempts_newest_first_with_a_capped_excerpt,
+    event_status_shows_each_matching_subscriptions_delivery,
+    a_receiver_that_never_answers_times_out_and_is_retried,
+    a_parked_delivery_counts_in_the_subscriptions_health_and_a_success_resets_it,
+);

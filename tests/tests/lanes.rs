@@ -5,15 +5,14 @@
 
 use std::time::{Duration, Instant};
 
-use hooklane_tests::{eventually, test_env, Receiver, Reply, Server};
+use hooklane_tests::{eventually, on_both_backends, test_env, Backend, Receiver, Reply, Server};
 use serde_json::json;
 
 const WAIT: Duration = Duration::from_secs(30);
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_healthy_delivery_arrives_while_200_receivers_hold_their_requests_open() {
+async fn a_healthy_delivery_arrives_while_200_receivers_hold_their_requests_open(backend: Backend) {
     // Attempts may take 60 s: none of the hung ones is released during the test.
-    let server = Server::start(test_env(&[("HOOKLANE_ATTEMPT_TIMEOUT", "60s")])).await;
+    let server = Server::start_on(backend, test_env(&[("HOOKLANE_ATTEMPT_TIMEOUT", "60s")])).await;
     let rx = Receiver::start().await;
     for i in 0..200 {
         let name = format!("hang{i}");
@@ -40,12 +39,16 @@ async fn a_healthy_delivery_arrives_while_200_receivers_hold_their_requests_open
     assert_eq!(rx.hanging(), 200);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn after_delete_answers_204_the_target_gets_no_attempt_while_the_control_is_retried() {
-    let server = Server::start(test_env(&[(
-        "HOOKLANE_RETRY_SCHEDULE",
-        "0s,500ms,500ms,500ms,500ms,500ms",
-    )]))
+async fn after_delete_answers_204_the_target_gets_no_attempt_while_the_control_is_retried(
+    backend: Backend,
+) {
+    let server = Server::start_on(
+        backend,
+        test_env(&[(
+            "HOOKLANE_RETRY_SCHEDULE",
+            "0s,500ms,500ms,500ms,500ms,500ms",
+        )]),
+    )
     .await;
     let rx = Receiver::start().await;
     rx.set_default("target", Reply::Status(500));
@@ -94,9 +97,12 @@ async fn after_delete_answers_204_the_target_gets_no_attempt_while_the_control_i
         .all(|d| d["subscription_id"] != target_id));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_retrying_delivery_holds_its_own_lane_and_no_other() {
-    let server = Server::start(test_env(&[("HOOKLANE_RETRY_SCHEDULE", "0s,1s,1s,1s")])).await;
+async fn a_retrying_delivery_holds_its_own_lane_and_no_other(backend: Backend) {
+    let server = Server::start_on(
+        backend,
+        test_env(&[("HOOKLANE_RETRY_SCHEDULE", "0s,1s,1s,1s")]),
+    )
+    .await;
     let rx = Receiver::start().await;
     // The slow lane fails its first two attempts, then recovers.
     rx.script("slow", vec![Reply::Status(503), Reply::Status(503)]);
@@ -143,3 +149,9 @@ async fn a_retrying_delivery_holds_its_own_lane_and_no_other() {
         "slow lane in order"
     );
 }
+
+on_both_backends!(
+    a_healthy_delivery_arrives_while_200_receivers_hold_their_requests_open,
+    after_delete_answers_204_the_target_gets_no_attempt_while_the_control_is_retried,
+    a_retrying_delivery_holds_its_own_lane_and_no_other,
+);

@@ -1,7 +1,10 @@
 //! The `hooklane` command: `serve` runs the whole API and the delivery
-//! workers in one process over embedded SQLite; `receive` is a local
-//! receiver that prints and verifies what hooklane sends.
+//! workers in one process (over embedded SQLite, or over DynamoDB and SQS
+//! with `--backend aws`); `dlq` inspects and replays the SQS dead-letter
+//! queue; `receive` is a local receiver that prints and verifies what
+//! hooklane sends.
 
+mod dlq;
 mod receive;
 
 use std::net::SocketAddr;
@@ -29,10 +32,24 @@ enum Command {
         /// Address to listen on.
         #[arg(long, env = "HOOKLANE_LISTEN", default_value = "127.0.0.1:8080")]
         listen: SocketAddr,
-        /// SQLite database file (created if missing).
+        /// SQLite database file (created if missing; embedded backend).
         #[arg(long, env = "HOOKLANE_DB", default_value = "./hooklane.db")]
         db: PathBuf,
+        /// Where state lives: `embedded` (SQLite) or `aws` (DynamoDB and
+        /// SQS FIFO at `AWS_ENDPOINT_URL` or AWS itself).
+        #[arg(long, env = "HOOKLANE_BACKEND", value_enum, default_value = "embedded")]
+        backend: Backend,
+        /// With `--backend aws`: create the table and queues first (for a
+        /// local AWS-compatible server); otherwise their names come from
+        /// `HOOKLANE_TABLE` and the `HOOKLANE_*_QUEUE_URL` variables.
+        #[arg(long)]
+        create_resources: bool,
+        /// Prefix of the names `--create-resources` creates.
+        #[arg(long, env = "HOOKLANE_RESOURCE_PREFIX", default_value = "hooklane")]
+        resource_prefix: String,
     },
+    /// Inspect, replay and purge the SQS dead-letter queue (AWS backend).
+    Dlq(dlq::Args),
     /// Listen for webhooks and print each request, verifying signatures.
     Receive(receive::Args),
 }
@@ -41,12 +58,38 @@ enum Command {
 async fn main() -> anyhow::Result<()> {
     hooklane_core::telemetry::init();
     match Cli::parse().command {
-        Command::Serve { listen, db } => serve(listen, db).await,
+        Command::Serve {
+            listen,
+            db,
+            backend,
+            create_resources,
+            resource_prefix,
+        } => {
+            let store = match backend {
+                Backend::Embedded => Store::Embedded(db),
+                Backend::Aws => Store::Aws {
+                    create: create_resources.then_some(resource_prefix),
+                },
+            };
+            serve(listen, store).await
+        }
+        Command::Dlq(args) => dlq::run(args).await,
         Command::Receive(args) => receive::run(args).await,
     }
 }
 
-async fn serve(listen: SocketAddr, db: PathBuf) -> anyhow::Result<()> {
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum Backend {
+    Embedded,
+    Aws,
+}
+
+enum Store {
+    Embedded(PathBuf),
+    Aws { create: Option<String> },
+}
+
+async fn serve(listen: SocketAddr, store: Store) -> anyhow::Result<()> {
     let mut config = Config::from_env().context("configuration")?;
     if config.api_token.is_none() {
         let token = hooklane_core::signing::Secret::generate()
@@ -63,7 +106,21 @@ async fn serve(listen: SocketAddr, db: PathBuf) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("listening on {listen}"))?;
     println!("hooklane listening on http://{}", listener.local_addr()?);
-    hooklane_core::embedded::serve(listener, config, &db, shutdown_signal()).await
+    match store {
+        Store::Embedded(db) => {
+            hooklane_core::embedded::serve(listener, config, &db, shutdown_signal()).await
+        }
+        Store::Aws { create } => {
+            let resources = create.map(|prefix| hooklane_aws::Resources {
+                prefix,
+                // Six times the longest an attempt may hold a message.
+                visibility: config.attempt_timeout * 6,
+            });
+            let sdk = hooklane_aws::sdk_config().await;
+            hooklane_aws::local::serve(listener, config, sdk, None, resources, shutdown_signal())
+                .await
+        }
+    }
 }
 
 async fn shutdown_signal() {

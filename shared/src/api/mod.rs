@@ -47,13 +47,24 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("post", "/v1/tenants/{tenant}/dead-letters/replay"),
 ];
 
+/// How callers are authenticated.
+#[derive(Clone, Debug)]
+pub enum Auth {
+    /// `Authorization: Bearer <token>` (`hooklane serve`).
+    Token(Arc<str>),
+    /// API Gateway authenticated the caller (IAM or JWT) before the
+    /// request reached the function; which tenants a caller may use is
+    /// expressed in its IAM policy or JWT authorizer scopes by path.
+    Gateway,
+}
+
 /// What every handler shares.
 #[derive(Clone)]
 pub struct AppState {
     /// The engine and its ports.
     pub engine: Arc<Engine>,
-    /// The bearer token callers must present.
-    pub token: Arc<str>,
+    /// How callers are authenticated.
+    pub auth: Auth,
 }
 
 /// The API router.
@@ -103,13 +114,17 @@ async fn metrics(State(state): State<AppState>) -> String {
 
 /// Refuses requests without the right bearer token (constant-time compare).
 async fn require_token(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let token = match &state.auth {
+        Auth::Gateway => return next.run(req).await,
+        Auth::Token(t) => t,
+    };
     let presented = req
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .unwrap_or("");
-    if presented.as_bytes().ct_eq(state.token.as_bytes()).into() && !presented.is_empty() {
+    if presented.as_bytes().ct_eq(token.as_bytes()).into() && !presented.is_empty() {
         next.run(req).await
     } else {
         ApiError::unauthorized().into_response()

@@ -138,6 +138,7 @@ pub(super) async fn create(
         health: Health::default(),
         suspended_at: None,
         status_reason: None,
+        spilling: false,
         created_at: now,
         updated_at: now,
     };

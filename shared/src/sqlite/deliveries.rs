@@ -8,7 +8,9 @@ use rusqlite::{params, OptionalExtension, Row};
 use time::OffsetDateTime;
 
 use super::{corrupt, from_ms, ms, SqliteStore};
-use crate::domain::{Attempt, DeadLetter, Delivery, EventId, EventType, SubscriptionId, TenantId};
+use crate::domain::{
+    Attempt, DeadLetter, Delivery, EventId, EventType, Subscription, SubscriptionId, TenantId,
+};
 use crate::ports::{DeliveryQueue, DeliveryView, Finish, NewDelivery, StoreResult};
 
 const DELIVERY_COLUMNS: &str =
@@ -96,7 +98,13 @@ impl DeliveryQueue for SqliteStore {
         .await
     }
 
-    async fn finish(&self, d: &Delivery, finish: &Finish, last: &Attempt) -> StoreResult<()> {
+    async fn finish(
+        &self,
+        d: &Delivery,
+        _sub: Option<&Subscription>,
+        finish: &Finish,
+        last: &Attempt,
+    ) -> StoreResult<()> {
         let seq = d.seq;
         let finish = finish.clone();
         let (status, error) = (last.status_code, last.error.clone());

@@ -18,7 +18,6 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
 use rusqlite::Connection;
-use time::OffsetDateTime;
 use tokio::sync::oneshot;
 
 use crate::ports::{StoreError, StoreResult};
@@ -169,16 +168,7 @@ fn writer_loop(conn: Connection, rx: mpsc::Receiver<Job>) {
     }
 }
 
-/// Unix milliseconds of a time, as stored.
-pub(crate) fn ms(t: OffsetDateTime) -> i64 {
-    (t.unix_timestamp_nanos() / 1_000_000) as i64
-}
-
-/// A stored unix-milliseconds value as a time.
-pub(crate) fn from_ms(v: i64) -> OffsetDateTime {
-    OffsetDateTime::from_unix_timestamp_nanos(v as i128 * 1_000_000)
-        .unwrap_or(OffsetDateTime::UNIX_EPOCH)
-}
+pub(crate) use crate::record::{from_ms, ms};
 
 /// A column that failed to parse back into a domain value.
 pub(crate) fn corrupt(what: &str) -> rusqlite::Error {

@@ -42,6 +42,7 @@ fn from_row(r: &Row<'_>) -> rusqlite::Result<Subscription> {
         health: serde_json::from_str(&text(10)?).map_err(|_| corrupt("health"))?,
         suspended_at: r.get::<_, Option<i64>>(11)?.map(from_ms),
         status_reason: r.get(12)?,
+        spilling: false,
         created_at: from_ms(r.get(13)?),
         updated_at: from_ms(r.get(14)?),
     })

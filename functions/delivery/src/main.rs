@@ -1,0 +1,20 @@
+//! The delivery Lambda function: consumes the delivery FIFO queue and makes
+//! one attempt per due message, groups concurrently, each group in order.
+//! Thin: tracing, clients and the engine are built once per cold start; the
+//! handler lives in `hooklane_aws::handlers::delivery`.
+
+use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
+use hooklane_aws::handlers::delivery::{handle, Deliver};
+use lambda_runtime::{service_fn, LambdaEvent};
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_runtime::Error> {
+    hooklane_core::telemetry::init();
+    let (store, engine) = hooklane_aws::local::from_env().await?;
+    let ctx = Deliver { engine, store };
+    let ctx = &ctx;
+    lambda_runtime::run(service_fn(|event: LambdaEvent<SqsEvent>| async move {
+        Ok::<SqsBatchResponse, lambda_runtime::Error>(handle(ctx, event.payload).await)
+    }))
+    .await
+}

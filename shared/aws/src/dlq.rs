@@ -1,0 +1,281 @@
+//! Dead-letter queue operations for operators (`hooklane dlq`) and for the
+//! API's replay: peek without consuming, selective replay (re-send and
+//! delete), purge, and full redrive with `StartMessageMoveTask`.
+//!
+//! Peeking receives with a short visibility timeout and hands every message
+//! straight back (visibility 0), so nothing is consumed. A FIFO queue hands
+//! out a group's messages only while none of that group is in flight, so
+//! one peek pass sees at most one batch per subscription; `--max` bounds a
+//! pass.
+
+use std::collections::HashMap;
+
+use aws_sdk_sqs::types::{Message, MessageSystemAttributeName};
+use hooklane_core::domain::{EventId, SubscriptionId, TenantId};
+use hooklane_core::ports::{StoreError, StoreResult};
+
+use crate::messages::DeliveryMessage;
+use crate::store::backend;
+use crate::AwsStore;
+
+/// How long a peeked message stays hidden before it is handed back.
+const PEEK_VISIBILITY: i32 = 30;
+/// Receives per pass, at most (10 messages each).
+const MAX_RECEIVES: usize = 1000;
+
+/// One parked message as read from the dead-letter queue.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ParkedMessage {
+    /// SQS message id.
+    pub message_id: String,
+    /// The delivery (tenant, subscription, event).
+    pub delivery: DeliveryMessage,
+    /// Why it was parked: tenant, subscription_id, event_id, event_type,
+    /// attempts, last_status, reason, first_attempt_at, last_attempt_at.
+    pub attributes: HashMap<String, String>,
+    #[serde(skip)]
+    receipt_handle: String,
+}
+
+fn parse(m: &Message) -> Option<ParkedMessage> {
+    let delivery: DeliveryMessage = serde_json::from_str(m.body()?).ok()?;
+    let attributes = m
+        .message_attributes()
+        .map(|a| {
+            a.iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.string_value()?.to_owned())))
+                .collect()
+        })
+        .unwrap_or_default();
+    Some(ParkedMessage {
+        message_id: m.message_id()?.to_owned(),
+        delivery,
+        attributes,
+        receipt_handle: m.receipt_handle()?.to_owned(),
+    })
+}
+
+/// Which parked messages an operation takes.
+#[derive(Debug, Clone, Default)]
+pub struct Filter {
+    /// Only this tenant's.
+    pub tenant: Option<String>,
+    /// Only these subscriptions'.
+    pub subscriptions: Option<Vec<String>>,
+    /// Only these events'.
+    pub events: Option<Vec<String>>,
+}
+
+impl Filter {
+    fn matches(&self, d: &DeliveryMessage) -> bool {
+        self.tenant.as_ref().is_none_or(|t| t == &d.tenant)
+            && self
+                .subscriptions
+                .as_ref()
+                .is_none_or(|s| s.contains(&d.subscription_id))
+            && self.events.as_ref().is_none_or(|e| e.contains(&d.event_id))
+    }
+}
+
+/// What to do with each matching message in a pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Action {
+    Peek,
+    Delete,
+}
+
+impl AwsStore {
+    async fn release(&self, handles: Vec<String>) -> StoreResult<()> {
+        for h in handles {
+            self.sqs
+                .change_message_visibility()
+                .queue_url(&self.settings.dlq_url)
+                .receipt_handle(h)
+                .visibility_timeout(0)
+                .send()
+                .await
+                .map_err(backend)?;
+        }
+        Ok(())
+    }
+
+    /// One pass over the dead-letter queue: returns the matching messages
+    /// (up to `max`), deleting them when asked, handing back all others.
+    async fn pass(
+        &self,
+        filter: &Filter,
+        max: usize,
+        action: Action,
+        progress: &(dyn Fn(usize) + Sync),
+    ) -> StoreResult<Vec<ParkedMessage>> {
+        let mut taken = Vec::new();
+        let mut handed_back = Vec::new();
+        for _ in 0..MAX_RECEIVES {
+            if taken.len() >= max {
+                break;
+            }
+            let resp = self
+                .sqs
+                .receive_message()
+                .queue_url(&self.settings.dlq_url)
+                .max_number_of_messages(10)
+                .visibility_timeout(PEEK_VISIBILITY)
+                .message_attribute_names("All")
+                .message_system_attribute_names(MessageSystemAttributeName::All)
+                .send()
+                .await
+                .map_err(backend)?;
+            let msgs = resp.messages.unwrap_or_default();
+            if msgs.is_empty() {
+                break;
+            }
+            for m in &msgs {
+                let Some(parked) = parse(m) else {
+                    if let Some(h) = m.receipt_handle() {
+                        handed_back.push(h.to_owned());
+                    }
+                    continue;
+                };
+                if !filter.matches(&parked.delivery) || taken.len() >= max {
+                    handed_back.push(parked.receipt_handle.clone());
+                    continue;
+                }
+                if action == Action::Delete {
+                    self.sqs
+                        .delete_message()
+                        .queue_url(&self.settings.dlq_url)
+                        .receipt_handle(&parked.receipt_handle)
+                        .send()
+                        .await
+                        .map_err(backend)?;
+                } else {
+                    handed_back.push(parked.receipt_handle.clone());
+                }
+                taken.push(parked);
+            }
+            progress(taken.len());
+        }
+        self.release(handed_back).await?;
+        Ok(taken)
+    }
+
+    /// Lists parked messages without consuming them.
+    pub async fn dlq_peek(&self, filter: &Filter, max: usize) -> StoreResult<Vec<ParkedMessage>> {
+        self.pass(filter, max, Action::Peek, &|_| {}).await
+    }
+
+    /// Replays matching parked messages: resets their records, sends them
+    /// back to the delivery queue with a fresh ladder, deletes them here.
+    /// Returns how many were replayed.
+    pub async fn dlq_replay(
+        &self,
+        filter: &Filter,
+        max: usize,
+        progress: &(dyn Fn(usize) + Sync),
+    ) -> StoreResult<usize> {
+        let parked = self.pass(filter, max, Action::Peek, progress).await?;
+        let mut by_tenant: HashMap<String, Vec<ParkedMessage>> = HashMap::new();
+        for p in parked {
+            by_tenant
+                .entry(p.delivery.tenant.clone())
+                .or_default()
+                .push(p);
+        }
+        let mut total = 0;
+        for (tenant, msgs) in by_tenant {
+            let tenant = TenantId::parse(&tenant)
+                .map_err(|_| StoreError::Backend("bad tenant in DLQ".into()))?;
+            let events: Vec<EventId> = msgs
+                .iter()
+                .filter_map(|m| EventId::parse(&m.delivery.event_id).ok())
+                .collect();
+            let subs: Vec<SubscriptionId> = msgs
+                .iter()
+                .filter_map(|m| SubscriptionId::parse(&m.delivery.subscription_id).ok())
+                .collect();
+            for sub in dedup(subs) {
+                let replayed = hooklane_core::ports::DeliveryQueue::replay(
+                    self,
+                    &tenant,
+                    Some(&sub),
+                    Some(&events),
+                    time::OffsetDateTime::now_utc(),
+                )
+                .await?;
+                total += replayed.len();
+            }
+        }
+        Ok(total)
+    }
+
+    /// Deletes matching parked messages (after the operator confirmed);
+    /// returns how many.
+    pub async fn dlq_purge(
+        &self,
+        filter: &Filter,
+        max: usize,
+        progress: &(dyn Fn(usize) + Sync),
+    ) -> StoreResult<usize> {
+        Ok(self
+            .pass(filter, max, Action::Delete, progress)
+            .await?
+            .len())
+    }
+
+    /// Moves every message back to the delivery queue with
+    /// `StartMessageMoveTask`; the delivery function resets each one's
+    /// record to a fresh ladder when it arrives. Returns the task handle.
+    pub async fn dlq_redrive_all(&self) -> StoreResult<String> {
+        let arn = |url: &str| {
+            let sqs = self.sqs.clone();
+            let url = url.to_owned();
+            async move {
+                sqs.get_queue_attributes()
+                    .queue_url(url)
+                    .attribute_names(aws_sdk_sqs::types::QueueAttributeName::QueueArn)
+                    .send()
+                    .await
+                    .map_err(backend)?
+                    .attributes
+                    .and_then(|mut a| a.remove(&aws_sdk_sqs::types::QueueAttributeName::QueueArn))
+                    .ok_or_else(|| StoreError::Backend("queue has no ARN".into()))
+            }
+        };
+        let source = arn(&self.settings.dlq_url).await?;
+        let destination = arn(&self.settings.delivery_queue_url).await?;
+        let resp = self
+            .sqs
+            .start_message_move_task()
+            .source_arn(source)
+            .destination_arn(destination)
+            .send()
+            .await
+            .map_err(backend)?;
+        Ok(resp.task_handle.unwrap_or_default())
+    }
+}
+
+fn dedup<T: Ord>(mut v: Vec<T>) -> Vec<T> {
+    v.sort();
+    v.dedup();
+    v
+}
+
+/// Deletes the dead-letter copies of deliveries just replayed through the
+/// API (their records were reset and new messages sent).
+pub(crate) async fn discard_replayed(
+    store: &AwsStore,
+    tenant: &TenantId,
+    subs: &[SubscriptionId],
+    events: Option<&[EventId]>,
+) -> StoreResult<()> {
+    let filter = Filter {
+        tenant: Some(tenant.as_str().to_owned()),
+        subscriptions: Some(subs.iter().map(|s| s.as_str().to_owned()).collect()),
+        events: events.map(|e| e.iter().map(|e| e.as_str().to_owned()).collect()),
+    };
+    store
+        .pass(&filter, usize::MAX, Action::Delete, &|_| {})
+        .await
+        .map(|_| ())
+}

@@ -1,0 +1,139 @@
+//! The delivery function: consumes the delivery FIFO queue. For each
+//! message, in its group's order: read our own delivery record (exact
+//! attempt number, state), let the engine make one attempt (it reads the
+//! subscription with a consistent read first, so an unregistered
+//! subscription's deliveries are dropped, not parked), then delete the
+//! message (delivered, parked, dropped) or back off by message visibility
+//! and report it and the rest of its group as batch-item failures.
+//!
+//! A message that returns from the dead-letter queue (operator redrive
+//! with `StartMessageMoveTask`; it still carries its `reason` attribute)
+//! resets its parked record and starts a fresh ladder.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
+use hooklane_core::domain::{Delivery, EventId, EventType, SubscriptionId, TenantId};
+use hooklane_core::engine::{Engine, Step};
+use time::OffsetDateTime;
+use tracing::{error, warn};
+
+use super::{run_groups, Outcome};
+use crate::messages::DeliveryMessage;
+use crate::AwsStore;
+
+/// The longest SQS lets a message stay invisible.
+const MAX_VISIBILITY: Duration = Duration::from_secs(12 * 3600);
+
+/// What the delivery handler needs, built once per cold start.
+#[derive(Clone)]
+pub struct Deliver {
+    /// The engine over the AWS ports.
+    pub engine: Arc<Engine>,
+    /// The AWS adapter.
+    pub store: AwsStore,
+}
+
+/// Handles one batch from the delivery queue.
+pub async fn handle(ctx: &Deliver, event: SqsEvent) -> SqsBatchResponse {
+    let batch = run_groups(event.records, |m| process(ctx, m)).await;
+    super::release(
+        ctx.store.sqs(),
+        &ctx.store.settings().delivery_queue_url,
+        batch.held_back,
+    )
+    .await;
+    batch.response
+}
+
+struct Parsed {
+    tenant: TenantId,
+    sub: SubscriptionId,
+    event: EventId,
+    event_type: EventType,
+}
+
+fn parse(m: &SqsMessage) -> Option<Parsed> {
+    let msg: DeliveryMessage = serde_json::from_str(m.body.as_deref()?).ok()?;
+    Some(Parsed {
+        tenant: TenantId::parse(&msg.tenant).ok()?,
+        sub: SubscriptionId::parse(&msg.subscription_id).ok()?,
+        event: EventId::parse(&msg.event_id).ok()?,
+        event_type: EventType::parse(&msg.event_type).ok()?,
+    })
+}
+
+async fn process(ctx: &Deliver, m: SqsMessage) -> Outcome {
+    let Some(p) = parse(&m) else {
+        warn!(message_id = ?m.message_id, "unreadable delivery message");
+        return Outcome::Poison;
+    };
+    let record = match ctx.store.delivery_record(&p.sub, &p.event).await {
+        Ok(r) => r,
+        Err(e) => {
+            error!(error = %e, "reading delivery record failed");
+            return Outcome::Retry;
+        }
+    };
+    let mut record = record.unwrap_or_default();
+    if record.state == "parked" && m.message_attributes.contains_key("reason") {
+        if let Err(e) = ctx.store.reset_parked(&p.sub, &p.event).await {
+            error!(error = %e, "resetting a redriven delivery failed");
+            return Outcome::Retry;
+        }
+        record = Default::default();
+    }
+    if matches!(record.state.as_str(), "delivered" | "parked" | "dropped") {
+        return Outcome::Done;
+    }
+    let now = OffsetDateTime::now_utc();
+    if let Some(due) = record
+        .next_attempt_at
+        .filter(|due| *due > now + Duration::from_millis(500))
+    {
+        return back_off(ctx, &m, due - now).await;
+    }
+    let d = Delivery {
+        seq: 0,
+        tenant: p.tenant,
+        subscription_id: p.sub,
+        event_id: p.event,
+        event_type: p.event_type,
+        attempts: record.attempts,
+        first_attempt_at: record.first_attempt_at,
+        next_attempt_at: now,
+    };
+    match ctx.engine.deliver(&d).await {
+        Ok(Step::Retrying(at)) => back_off(ctx, &m, at - OffsetDateTime::now_utc()).await,
+        Ok(_) => Outcome::Done,
+        Err(e) => {
+            error!(error = %e, "delivery step failed");
+            Outcome::Retry
+        }
+    }
+}
+
+/// Hides the message until its next attempt is due (FIFO queues have no
+/// per-message delay), and reports it back.
+async fn back_off(ctx: &Deliver, m: &SqsMessage, wait: time::Duration) -> Outcome {
+    let wait: Duration = wait.try_into().unwrap_or_default();
+    // SQS counts whole seconds: round to the nearest, so a message comes
+    // back at most half a second early (the handler attempts it then).
+    let secs = wait.min(MAX_VISIBILITY).as_secs_f64().round() as i32;
+    if let Some(handle) = &m.receipt_handle {
+        let res = ctx
+            .store
+            .sqs()
+            .change_message_visibility()
+            .queue_url(&ctx.store.settings().delivery_queue_url)
+            .receipt_handle(handle)
+            .visibility_timeout(secs)
+            .send()
+            .await;
+        if let Err(e) = res {
+            error!(error = %aws_smithy_types::error::display::DisplayErrorContext(e), "backing off failed");
+        }
+    }
+    Outcome::Retry
+}

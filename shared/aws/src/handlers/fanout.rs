@@ -1,0 +1,142 @@
+//! The fan-out function: consumes the ingest FIFO queue (group = tenant, so
+//! a tenant's events fan out in acceptance order) and enqueues one delivery
+//! per matching subscription. A fan-out too large for one invocation saves
+//! its cursor on the event and hands its message straight back, so the next
+//! receive resumes where it stopped, still at the head of its group.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
+use hooklane_core::domain::{EventId, SubscriptionId, TenantId};
+use hooklane_core::engine::Engine;
+use tracing::{error, info, warn};
+
+use super::{run_groups, Outcome};
+use crate::messages::FanOutMessage;
+use crate::AwsStore;
+
+/// Pages (of 500 subscriptions) one pass fans out before checking time.
+const PAGES_PER_PASS: usize = 4;
+
+/// What the fan-out handler needs, built once per cold start.
+#[derive(Clone)]
+pub struct FanOut {
+    /// The engine over the AWS ports.
+    pub engine: Arc<Engine>,
+    /// The AWS adapter.
+    pub store: AwsStore,
+    /// How long one invocation may spend before handing work back.
+    pub budget: Duration,
+}
+
+/// Handles one batch from the ingest queue.
+pub async fn handle(ctx: &FanOut, event: SqsEvent) -> SqsBatchResponse {
+    let started = Instant::now();
+    let batch = run_groups(event.records, |m| process(ctx, m, started)).await;
+    super::release(
+        ctx.store.sqs(),
+        &ctx.store.settings().ingest_queue_url,
+        batch.held_back,
+    )
+    .await;
+    batch.response
+}
+
+async fn process(ctx: &FanOut, m: SqsMessage, started: Instant) -> Outcome {
+    let Some(msg) = m
+        .body
+        .as_deref()
+        .and_then(|b| serde_json::from_str::<FanOutMessage>(b).ok())
+    else {
+        warn!(message_id = ?m.message_id, "unreadable fan-out message");
+        return Outcome::Poison;
+    };
+    let (Ok(tenant), Ok(event_id)) = (TenantId::parse(&msg.tenant), EventId::parse(&msg.event_id))
+    else {
+        return Outcome::Poison;
+    };
+    let event = match hooklane_core::ports::EventArchive::get(&ctx.store, &tenant, &event_id).await
+    {
+        Ok(Some(e)) => e,
+        Ok(None) => {
+            warn!(
+                event_id = event_id.as_str(),
+                "event no longer archived; nothing to fan out"
+            );
+            return Outcome::Done;
+        }
+        Err(e) => {
+            error!(error = %e, "reading event failed");
+            return Outcome::Retry;
+        }
+    };
+    let mut after = match ctx.store.fan_out_cursor(&tenant, &event_id).await {
+        Ok(c) => c,
+        Err(e) => {
+            error!(error = %e, "reading fan-out cursor failed");
+            return Outcome::Retry;
+        }
+    };
+    loop {
+        match ctx
+            .engine
+            .fan_out_pages(&event, after.clone(), PAGES_PER_PASS)
+            .await
+        {
+            Ok((n, None)) => {
+                info!(
+                    tenant = tenant.as_str(),
+                    event_id = event_id.as_str(),
+                    deliveries = n,
+                    "fanned out"
+                );
+                return match ctx.store.mark_fanned_out(&tenant, &event_id).await {
+                    Ok(()) => Outcome::Done,
+                    Err(_) => Outcome::Retry,
+                };
+            }
+            Ok((_, Some(cursor))) => {
+                after = Some(cursor);
+                if started.elapsed() >= ctx.budget {
+                    return hand_back(ctx, &m, &tenant, &event_id, after.as_ref()).await;
+                }
+            }
+            Err(e) => {
+                error!(error = %e, "fan-out failed");
+                return hand_back(ctx, &m, &tenant, &event_id, after.as_ref()).await;
+            }
+        }
+    }
+}
+
+/// Saves the cursor and makes the message visible again at once.
+async fn hand_back(
+    ctx: &FanOut,
+    m: &SqsMessage,
+    tenant: &TenantId,
+    event_id: &EventId,
+    after: Option<&SubscriptionId>,
+) -> Outcome {
+    if let Some(cursor) = after {
+        if let Err(e) = ctx
+            .store
+            .save_fan_out_cursor(tenant, event_id, cursor)
+            .await
+        {
+            error!(error = %e, "saving fan-out cursor failed");
+        }
+    }
+    if let Some(handle) = &m.receipt_handle {
+        let _ = ctx
+            .store
+            .sqs()
+            .change_message_visibility()
+            .queue_url(&ctx.store.settings().ingest_queue_url)
+            .receipt_handle(handle)
+            .visibility_timeout(0)
+            .send()
+            .await;
+    }
+    Outcome::Retry
+}

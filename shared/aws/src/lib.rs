@@ -1,0 +1,68 @@
+//! hooklane on AWS: the DynamoDB and SQS FIFO adapters of every port, the
+//! Lambda handlers (fan-out, delivery) the function crates wrap, the
+//! dead-letter queue operations behind `hooklane dlq`, and a local stand-in
+//! for Lambda's SQS event source mappings (`hooklane serve --backend aws`).
+//!
+//! Flow on AWS: the API archives an event in DynamoDB and sends it to the
+//! ingest FIFO queue (group = tenant, so a tenant's events fan out in
+//! order). The fan-out handler pages through matching subscriptions and
+//! sends one message per subscription to the delivery FIFO queue (group =
+//! subscription id, deduplication id = hash(event, subscription)). The
+//! delivery handler runs each group's messages in order, groups
+//! concurrently; it reads the subscription with a consistent read before
+//! every attempt, backs off by message visibility, and parks to the FIFO
+//! dead-letter queue with attributes that say why.
+
+pub mod dlq;
+pub mod handlers;
+pub mod local;
+mod messages;
+mod store;
+
+pub use store::{AwsStore, Resources};
+
+use aws_sdk_dynamodb::types::AttributeValue;
+
+/// The names of the AWS resources hooklane uses, read from the environment
+/// (`HOOKLANE_TABLE`, `HOOKLANE_INGEST_QUEUE_URL`,
+/// `HOOKLANE_DELIVERY_QUEUE_URL`, `HOOKLANE_DLQ_URL`).
+#[derive(Debug, Clone, Default)]
+pub struct Settings {
+    /// The DynamoDB table (single-table design).
+    pub table: String,
+    /// The ingest FIFO queue URL.
+    pub ingest_queue_url: String,
+    /// The delivery FIFO queue URL.
+    pub delivery_queue_url: String,
+    /// The dead-letter FIFO queue URL.
+    pub dlq_url: String,
+}
+
+impl Settings {
+    /// Reads the settings; names the first missing variable.
+    pub fn from_env() -> anyhow::Result<Self> {
+        let get = |k: &str| std::env::var(k).map_err(|_| anyhow::anyhow!("{k} is not set"));
+        Ok(Self {
+            table: get("HOOKLANE_TABLE")?,
+            ingest_queue_url: get("HOOKLANE_INGEST_QUEUE_URL")?,
+            delivery_queue_url: get("HOOKLANE_DELIVERY_QUEUE_URL")?,
+            dlq_url: get("HOOKLANE_DLQ_URL")?,
+        })
+    }
+}
+
+/// Builds the SDK configuration once (region, credentials and, for a local
+/// AWS-compatible server, `AWS_ENDPOINT_URL` from the environment).
+pub async fn sdk_config() -> aws_config::SdkConfig {
+    aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await
+}
+
+/// A string attribute.
+pub(crate) fn s(v: impl Into<String>) -> AttributeValue {
+    AttributeValue::S(v.into())
+}
+
+/// A number attribute.
+pub(crate) fn n(v: impl ToString) -> AttributeValue {
+    AttributeValue::N(v.to_string())
+}

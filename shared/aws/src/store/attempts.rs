@@ -1,0 +1,101 @@
+//! `AttemptLog` on DynamoDB: one item per attempt under the subscription,
+//! sorted by a time-ordered sequence, read newest first; TTL 14 days.
+
+use async_trait::async_trait;
+use hooklane_core::domain::{Attempt, AttemptId, EventId, SubscriptionId, TenantId};
+use hooklane_core::ports::{AttemptLog, StoreResult};
+use hooklane_core::record::{from_ms, ms};
+
+use super::{backend, corrupt, get_n, get_s, padded, time_seq, AwsStore, Item, RETENTION_SECS};
+use crate::{n, s};
+
+fn log_pk(tenant: &TenantId, sub: &SubscriptionId) -> String {
+    format!("A#{}#{}", tenant.as_str(), sub.as_str())
+}
+
+fn from_item(item: &Item) -> StoreResult<(i64, Attempt)> {
+    let text = |k: &str| get_s(item, k).ok_or_else(|| corrupt("attempt"));
+    let seq = text("sk")?
+        .parse::<i64>()
+        .map_err(|_| corrupt("attempt order"))?;
+    Ok((
+        seq,
+        Attempt {
+            id: AttemptId::parse(text("id")?).map_err(|_| corrupt("attempt id"))?,
+            tenant: TenantId::parse(text("tenant")?).map_err(|_| corrupt("tenant"))?,
+            subscription_id: SubscriptionId::parse(text("subscription_id")?)
+                .map_err(|_| corrupt("subscription id"))?,
+            event_id: EventId::parse(text("event_id")?).map_err(|_| corrupt("event id"))?,
+            attempt: get_n(item, "attempt").unwrap_or(0) as u32,
+            started_at: from_ms(get_n(item, "started_at").unwrap_or(0)),
+            duration_ms: get_n(item, "duration_ms").unwrap_or(0) as u64,
+            status_code: get_n(item, "status_code").map(|c| c as u16),
+            outcome: text("outcome")?.to_owned(),
+            error: get_s(item, "error").map(str::to_owned),
+            response_excerpt: get_s(item, "response_excerpt").map(str::to_owned),
+        },
+    ))
+}
+
+#[async_trait]
+impl AttemptLog for AwsStore {
+    async fn record(&self, a: &Attempt) -> StoreResult<()> {
+        let mut req = self
+            .ddb
+            .put_item()
+            .table_name(&self.settings.table)
+            .item("pk", s(log_pk(&a.tenant, &a.subscription_id)))
+            .item("sk", s(padded(time_seq(a.started_at))))
+            .item("id", s(a.id.as_str()))
+            .item("tenant", s(a.tenant.as_str()))
+            .item("subscription_id", s(a.subscription_id.as_str()))
+            .item("event_id", s(a.event_id.as_str()))
+            .item("attempt", n(a.attempt))
+            .item("started_at", n(ms(a.started_at)))
+            .item("duration_ms", n(a.duration_ms))
+            .item("outcome", s(a.outcome.clone()))
+            .item(
+                "expires_at",
+                n(a.started_at.unix_timestamp() + RETENTION_SECS),
+            );
+        if let Some(c) = a.status_code {
+            req = req.item("status_code", n(c));
+        }
+        if let Some(e) = &a.error {
+            req = req.item("error", s(e.clone()));
+        }
+        if let Some(x) = &a.response_excerpt {
+            req = req.item("response_excerpt", s(x.clone()));
+        }
+        req.send().await.map_err(backend)?;
+        Ok(())
+    }
+
+    async fn list(
+        &self,
+        tenant: &TenantId,
+        subscription: &SubscriptionId,
+        before: Option<i64>,
+        limit: usize,
+    ) -> StoreResult<Vec<(i64, Attempt)>> {
+        let now = time::OffsetDateTime::now_utc().unix_timestamp();
+        let resp = self
+            .ddb
+            .query()
+            .table_name(&self.settings.table)
+            .key_condition_expression("pk = :pk AND sk < :before")
+            .expression_attribute_values(":pk", s(log_pk(tenant, subscription)))
+            .expression_attribute_values(":before", s(padded(before.unwrap_or(i64::MAX))))
+            .scan_index_forward(false)
+            .limit(limit.min(1000) as i32)
+            .send()
+            .await
+            .map_err(backend)?;
+        resp.items
+            .unwrap_or_default()
+            .iter()
+            .filter(|i| get_n(i, "expires_at").is_none_or(|exp| exp >= now))
+            .map(from_item)
+            .collect()
+    }
+}

@@ -1,0 +1,198 @@
+//! `EventArchive` on DynamoDB + the ingest FIFO queue: an event is archived
+//! with a conditional put (the id is the idempotency key), then sent to the
+//! ingest queue (group = tenant). A duplicate publish of an event whose
+//! fan-out was never confirmed sends it again, so a failure between the
+//! put and the send loses nothing: the publisher's retry completes it.
+
+use async_trait::async_trait;
+use hooklane_core::domain::{Event, EventId, EventType, TenantId};
+use hooklane_core::ports::{Accepted, EventArchive, StoreError, StoreResult};
+use hooklane_core::record::{from_ms, ms};
+
+use super::subscriptions::tenant_pk;
+use super::{backend, corrupt, get_n, get_s, is_condition_failed, AwsStore, Item, RETENTION_SECS};
+use crate::messages::{dedup_id, FanOutMessage};
+use crate::{n, s};
+
+/// How long an event id stays reserved (G12), in milliseconds.
+const IDEMPOTENCY_MS: i64 = 24 * 3600 * 1000;
+
+fn event_sk(id: &EventId) -> String {
+    format!("E#{}", id.as_str())
+}
+
+fn from_item(item: &Item) -> StoreResult<Event> {
+    let field = |k: &str| get_s(item, k).ok_or_else(|| corrupt("event"));
+    Ok(Event {
+        id: EventId::parse(field("id")?).map_err(|_| corrupt("event id"))?,
+        tenant: TenantId::parse(field("tenant")?).map_err(|_| corrupt("tenant"))?,
+        event_type: EventType::parse(field("type")?).map_err(|_| corrupt("event type"))?,
+        created_at: from_ms(get_n(item, "created_at").ok_or_else(|| corrupt("event time"))?),
+        payload: bytes::Bytes::from(field("payload")?.to_owned()),
+    })
+}
+
+fn expired(item: &Item, now: time::OffsetDateTime) -> bool {
+    get_n(item, "expires_at").is_some_and(|exp| exp < now.unix_timestamp())
+}
+
+impl AwsStore {
+    async fn get_event_item(&self, tenant: &TenantId, id: &EventId) -> StoreResult<Option<Item>> {
+        let resp = self
+            .ddb
+            .get_item()
+            .table_name(&self.settings.table)
+            .key("pk", s(tenant_pk(tenant)))
+            .key("sk", s(event_sk(id)))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(backend)?;
+        Ok(resp
+            .item
+            .filter(|i| !expired(i, time::OffsetDateTime::now_utc())))
+    }
+
+    /// Sends an event to the ingest queue for fan-out.
+    pub(crate) async fn send_fan_out(&self, tenant: &TenantId, id: &EventId) -> StoreResult<()> {
+        let body = serde_json::to_string(&FanOutMessage {
+            tenant: tenant.as_str().to_owned(),
+            event_id: id.as_str().to_owned(),
+        })
+        .map_err(backend)?;
+        self.sqs
+            .send_message()
+            .queue_url(&self.settings.ingest_queue_url)
+            .message_group_id(tenant.as_str())
+            .message_deduplication_id(dedup_id(&[tenant.as_str(), id.as_str()]))
+            .message_body(body)
+            .send()
+            .await
+            .map_err(backend)?;
+        Ok(())
+    }
+
+    /// Records that an event's fan-out finished.
+    pub(crate) async fn mark_fanned_out(&self, tenant: &TenantId, id: &EventId) -> StoreResult<()> {
+        self.ddb
+            .update_item()
+            .table_name(&self.settings.table)
+            .key("pk", s(tenant_pk(tenant)))
+            .key("sk", s(event_sk(id)))
+            .update_expression("SET fanned_out = :t")
+            .condition_expression("attribute_exists(pk)")
+            .expression_attribute_values(":t", aws_sdk_dynamodb::types::AttributeValue::Bool(true))
+            .send()
+            .await
+            .map(|_| ())
+            .or_else(|e| {
+                if is_condition_failed(&e) {
+                    Ok(())
+                } else {
+                    Err(backend(e))
+                }
+            })
+    }
+}
+
+#[async_trait]
+impl EventArchive for AwsStore {
+    async fn accept(&self, event: Event) -> StoreResult<Accepted> {
+        let payload = String::from_utf8(event.payload.to_vec()).map_err(|_| corrupt("payload"))?;
+        let put = self
+            .ddb
+            .put_item()
+            .table_name(&self.settings.table)
+            .item("pk", s(tenant_pk(&event.tenant)))
+            .item("sk", s(event_sk(&event.id)))
+            .item("id", s(event.id.as_str()))
+            .item("tenant", s(event.tenant.as_str()))
+            .item("type", s(event.event_type.as_str()))
+            .item("created_at", n(ms(event.created_at)))
+            .item("payload", s(payload))
+            .item(
+                "expires_at",
+                n(event.created_at.unix_timestamp() + RETENTION_SECS),
+            )
+            .condition_expression("attribute_not_exists(pk)")
+            .send()
+            .await;
+        match put {
+            Ok(_) => {
+                self.send_fan_out(&event.tenant, &event.id).await?;
+                Ok(Accepted::New(event))
+            }
+            Err(e) if is_condition_failed(&e) => {
+                let item = self
+                    .get_event_item(&event.tenant, &event.id)
+                    .await?
+                    .ok_or_else(|| StoreError::Conflict("this event id is being reused".into()))?;
+                let original = from_item(&item)?;
+                if ms(event.created_at) - ms(original.created_at) >= IDEMPOTENCY_MS {
+                    return Err(StoreError::Conflict(
+                        "this event id was used more than 24 hours ago".into(),
+                    ));
+                }
+                let fanned_out = item
+                    .get("fanned_out")
+                    .and_then(|v| v.as_bool().ok())
+                    .copied()
+                    .unwrap_or(false);
+                if !fanned_out {
+                    self.send_fan_out(&original.tenant, &original.id).await?;
+                }
+                Ok(Accepted::Duplicate(original))
+            }
+            Err(e) => Err(backend(e)),
+        }
+    }
+
+    async fn get(&self, tenant: &TenantId, id: &EventId) -> StoreResult<Option<Event>> {
+        match self.get_event_item(tenant, id).await? {
+            Some(item) => from_item(&item).map(Some),
+            None => Ok(None),
+        }
+    }
+}
+
+impl AwsStore {
+    /// Where an interrupted fan-out resumes (the last subscription done).
+    pub(crate) async fn fan_out_cursor(
+        &self,
+        tenant: &TenantId,
+        id: &EventId,
+    ) -> StoreResult<Option<hooklane_core::domain::SubscriptionId>> {
+        Ok(self
+            .get_event_item(tenant, id)
+            .await?
+            .and_then(|i| get_s(&i, "fanout_after").map(str::to_owned))
+            .and_then(|c| hooklane_core::domain::SubscriptionId::parse(&c).ok()))
+    }
+
+    /// Saves where an interrupted fan-out resumes.
+    pub(crate) async fn save_fan_out_cursor(
+        &self,
+        tenant: &TenantId,
+        id: &EventId,
+        after: &hooklane_core::domain::SubscriptionId,
+    ) -> StoreResult<()> {
+        self.ddb
+            .update_item()
+            .table_name(&self.settings.table)
+            .key("pk", s(tenant_pk(tenant)))
+            .key("sk", s(event_sk(id)))
+            .update_expression("SET fanout_after = :a")
+            .condition_expression("attribute_exists(pk)")
+            .expression_attribute_values(":a", s(after.as_str()))
+            .send()
+            .await
+            .map(|_| ())
+            .or_else(|e| {
+                if is_condition_failed(&e) {
+                    Ok(())
+                } else {
+                    Err(backend(e))
+                }
+            })
+    }
+}

@@ -1,0 +1,121 @@
+//! The AWS adapter of every port: one DynamoDB table (single-table design)
+//! and the SQS FIFO queues.
+//!
+//! Keys (`pk`, `sk`):
+//! - subscription: `T#{tenant}`, `S#{id}` (tombstone: `deleted_at`)
+//! - event: `T#{tenant}`, `E#{id}` (TTL `expires_at`, 14 days)
+//! - delivery record: `D#{subscription}`, `E#{event}`; `gsi1` by event
+//!   (`V#{tenant}#{event}`), `gsi2` for parked ones (`P#{tenant}`, parked
+//!   order); created at the first attempt, so the attempt number is exact
+//! - attempt: `A#{tenant}#{subscription}`, zero-padded sequence
+//! - spilled delivery: `L#{subscription}`, zero-padded sequence
+//!
+//! TTL deletion can be days late, so reads drop expired items in code.
+
+mod attempts;
+mod deliveries;
+mod events;
+mod resources;
+mod spill;
+mod subscriptions;
+
+use std::collections::HashMap;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use hooklane_core::ports::StoreError;
+
+use crate::Settings;
+
+pub use resources::Resources;
+
+/// How long archived items live (TTL), in seconds.
+pub(crate) const RETENTION_SECS: i64 = 14 * 24 * 3600;
+
+/// A DynamoDB item.
+pub(crate) type Item = HashMap<String, AttributeValue>;
+
+/// The AWS adapter: clients built once, cheap to clone.
+#[derive(Clone, Debug)]
+pub struct AwsStore {
+    pub(crate) ddb: aws_sdk_dynamodb::Client,
+    pub(crate) sqs: aws_sdk_sqs::Client,
+    pub(crate) settings: Settings,
+}
+
+impl AwsStore {
+    /// An adapter over these clients and resources.
+    pub fn new(sdk: &aws_config::SdkConfig, settings: Settings) -> Self {
+        Self {
+            ddb: aws_sdk_dynamodb::Client::new(sdk),
+            sqs: aws_sdk_sqs::Client::new(sdk),
+            settings,
+        }
+    }
+
+    /// The resource names in use.
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// The SQS client.
+    pub fn sqs(&self) -> &aws_sdk_sqs::Client {
+        &self.sqs
+    }
+}
+
+/// Maps an SDK error to a storage error, keeping the whole cause chain.
+pub(crate) fn backend<E>(e: E) -> StoreError
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
+    StoreError::Backend(format!(
+        "{}",
+        aws_smithy_types::error::display::DisplayErrorContext(e)
+    ))
+}
+
+/// Whether an SDK error is a failed `ConditionExpression`.
+pub(crate) fn is_condition_failed<E, R>(e: &aws_sdk_dynamodb::error::SdkError<E, R>) -> bool
+where
+    E: aws_sdk_dynamodb::error::ProvideErrorMetadata,
+{
+    e.as_service_error()
+        .and_then(|s| s.code())
+        .is_some_and(|c| c == "ConditionalCheckFailedException")
+}
+
+/// A zero-padded number, so string sort keys sort numerically.
+pub(crate) fn padded(n: i64) -> String {
+    format!("{n:020}")
+}
+
+/// A sequence number that orders by time: milliseconds × 1000 plus a
+/// random part, unique enough within one key.
+pub(crate) fn time_seq(now: time::OffsetDateTime) -> i64 {
+    hooklane_core::record::ms(now) * 1000 + (rand_part() % 1000)
+}
+
+fn rand_part() -> i64 {
+    use std::sync::atomic::{AtomicI64, Ordering};
+    static COUNTER: AtomicI64 = AtomicI64::new(0);
+    COUNTER.fetch_add(1, Ordering::Relaxed)
+}
+
+/// Reads a string attribute.
+pub(crate) fn get_s<'a>(item: &'a Item, key: &str) -> Option<&'a str> {
+    item.get(key)
+        .and_then(|v| v.as_s().ok())
+        .map(String::as_str)
+}
+
+/// Reads a number attribute.
+pub(crate) fn get_n(item: &Item, key: &str) -> Option<i64> {
+    item.get(key)
+        .and_then(|v| v.as_n().ok())
+        .and_then(|n| n.parse().ok())
+}
+
+/// A stored item that does not parse back.
+pub(crate) fn corrupt(what: &str) -> StoreError {
+    StoreError::Backend(format!("stored {what} does not parse"))
+}
