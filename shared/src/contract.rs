@@ -271,9 +271,9 @@ pub async fn deliveries_lease_finish_park_and_replay(h: &dyn Harness) {
     assert_eq!(listed[0].1.status_code, Some(410));
 }
 
-/// Deleting a subscription drops its queued deliveries and refuses new
-/// attempts (G4).
-pub async fn a_deleted_subscription_gets_no_new_attempt(h: &dyn Harness) {
+/// Deleting a subscription hides it from the read every attempt starts
+/// with (so the engine drops its deliveries, G4) and from fan-out.
+pub async fn a_deleted_subscription_is_gone_for_attempts_and_fan_out(h: &dyn Harness) {
     let (subs, queue) = (h.subscriptions(), h.queue());
     let t = tenant("a");
     let sub = subscription(&t, &["*"]);
@@ -283,19 +283,19 @@ pub async fn a_deleted_subscription_gets_no_new_attempt(h: &dyn Harness) {
         .enqueue(&[new_delivery(&sub, &e)])
         .await
         .expect("enqueue");
-    let d = h.next_delivery(&sub.id).await.expect("queued");
-    assert_eq!(
-        subs.delete(&t, &sub.id).await.expect("delete"),
-        Some(1),
-        "one dropped"
-    );
-    let now = OffsetDateTime::now_utc();
-    assert!(!queue
-        .begin_attempt(&d, now, now + Duration::seconds(30))
+    assert!(subs.delete(&t, &sub.id).await.expect("delete").is_some());
+    assert!(subs.get(&t, &sub.id).await.expect("get").is_none());
+    let ty = EventType::parse("a.b").expect("type");
+    assert!(subs
+        .matching(&t, &ty, None, 10)
         .await
-        .expect("begin"));
+        .expect("matching")
+        .is_empty());
     let views = queue.event_deliveries(&t, &e.id).await.expect("views");
-    assert_eq!(views[0].state, "dropped");
+    assert!(
+        views.iter().all(|v| v.state == "dropped"),
+        "never pending again"
+    );
 }
 
 /// Every check, in order.
@@ -304,5 +304,5 @@ pub async fn run_all(h: &dyn Harness) {
     matching_respects_filters_tenants_and_pages(h).await;
     accepting_is_idempotent_for_a_day(h).await;
     deliveries_lease_finish_park_and_replay(h).await;
-    a_deleted_subscription_gets_no_new_attempt(h).await;
+    a_deleted_subscription_is_gone_for_attempts_and_fan_out(h).await;
 }

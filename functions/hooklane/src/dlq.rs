@@ -121,14 +121,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             event_id,
             subscriptions,
             json,
-        } => {
-            let select = Select {
-                tenant: None,
-                subscriptions,
-                events: vec![event_id],
-            };
-            show(&select.filter(), json).await
-        }
+        } => show(event_id, subscriptions, json).await,
         DlqCommand::Replay { select, max, all } => {
             replay_filter(&select, all)?;
             replay(&select.filter(), max).await
@@ -164,10 +157,19 @@ async fn list(filter: &Filter, max: usize, json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn show(filter: &Filter, json: bool) -> anyhow::Result<()> {
-    let parked = store().await?.dlq_peek(filter, SHOW_MAX).await?;
+async fn show(event_id: String, subscriptions: Vec<String>, json: bool) -> anyhow::Result<()> {
+    let to = (!subscriptions.is_empty()).then(|| format!(" to {}", subscriptions.join(", ")));
+    let events = vec![event_id.clone()];
+    let filter = Select {
+        tenant: None,
+        subscriptions,
+        events,
+    }
+    .filter();
+    let parked = store().await?.dlq_peek(&filter, SHOW_MAX).await?;
     if parked.is_empty() {
-        bail!("no parked delivery matches this event (and subscription)");
+        let to = to.unwrap_or_default();
+        bail!("no parked delivery of event {event_id}{to} in the dead-letter queue");
     }
     if json {
         println!("{}", serde_json::to_string_pretty(&parked)?);

@@ -89,3 +89,29 @@ async fn a_failing_write_does_not_undo_the_others_in_its_group() {
         2
     );
 }
+
+#[tokio::test]
+async fn deleting_a_subscription_drops_its_queued_deliveries_and_refuses_new_attempts() {
+    let h = open();
+    let t = crate::domain::TenantId::parse("gone").unwrap();
+    let sub = contract::subscription(&t, &["*"]);
+    h.store.insert(&sub).await.unwrap();
+    let d = crate::ports::NewDelivery {
+        tenant: t.clone(),
+        subscription_id: sub.id.clone(),
+        event_id: crate::domain::EventId::generate(),
+        event_type: crate::domain::EventType::parse("a.b").unwrap(),
+        spill: false,
+    };
+    h.store.enqueue(&[d]).await.unwrap();
+    let head = h.store.lane_head(&sub.id).await.unwrap().expect("queued");
+    assert_eq!(
+        h.store.delete(&t, &sub.id).await.unwrap(),
+        Some(1),
+        "one dropped"
+    );
+    let now = time::OffsetDateTime::now_utc();
+    let lease = now + time::Duration::seconds(30);
+    assert!(!h.store.begin_attempt(&head, now, lease).await.unwrap());
+    assert!(h.store.lane_head(&sub.id).await.unwrap().is_none());
+}

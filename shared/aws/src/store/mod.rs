@@ -52,6 +52,20 @@ impl AwsStore {
         }
     }
 
+    /// An adapter with a given SQS client (tests substitute a mocked one
+    /// where the local server lacks an operation).
+    pub fn with_clients(
+        sdk: aws_config::SdkConfig,
+        sqs: aws_sdk_sqs::Client,
+        settings: Settings,
+    ) -> Self {
+        Self {
+            ddb: aws_sdk_dynamodb::Client::new(&sdk),
+            sqs,
+            settings,
+        }
+    }
+
     /// The resource names in use.
     pub fn settings(&self) -> &Settings {
         &self.settings

@@ -1,0 +1,489 @@
+//! The AWS adapters against the local AWS-compatible server (moto, real
+//! wire protocol through the official SDK clients): the shared storage
+//! contract, the delivery handler called directly with `SqsEvent`
+//! batches, spill and refill, and the dead-letter operations. The one
+//! operation moto does not implement, `StartMessageMoveTask`, is covered
+//! with `aws-smithy-mocks` at the end.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use aws_sdk_sqs::types::MessageSystemAttributeName;
+use hooklane_aws::handlers::delivery::{handle, Deliver};
+use hooklane_aws::AwsStore;
+use hooklane_core::config::Config;
+use hooklane_core::contract::{self, Harness};
+use hooklane_core::domain::{Delivery, Event, EventId, EventType, SubscriptionId, TenantId};
+use hooklane_core::ports::{
+    AttemptLog, DeliveryQueue, EventArchive, NewDelivery, SubscriptionStore,
+};
+use hooklane_tests::aws::fresh_store;
+use hooklane_tests::{eventually, test_env, Receiver, Reply};
+
+struct Aws(AwsStore);
+
+#[async_trait::async_trait]
+impl Harness for Aws {
+    fn subscriptions(&self) -> Arc<dyn SubscriptionStore> {
+        Arc::new(self.0.clone())
+    }
+    fn events(&self) -> Arc<dyn EventArchive> {
+        Arc::new(self.0.clone())
+    }
+    fn queue(&self) -> Arc<dyn DeliveryQueue> {
+        Arc::new(self.0.clone())
+    }
+    fn attempts(&self) -> Arc<dyn AttemptLog> {
+        Arc::new(self.0.clone())
+    }
+    /// Receives (and deletes) the lane's next message, with its record.
+    async fn next_delivery(&self, sub: &SubscriptionId) -> Option<Delivery> {
+        let msgs = receive(&self.0, &self.0.settings().delivery_queue_url).await;
+        let m = msgs.into_iter().next()?;
+        delete(&self.0, &self.0.settings().delivery_queue_url, &m).await;
+        let body: serde_json::Value = serde_json::from_str(m.body()?).ok()?;
+        assert_eq!(body["subscription_id"], sub.as_str());
+        let event = EventId::parse(body["event_id"].as_str()?).ok()?;
+        let rec = self
+            .0
+            .delivery_record(sub, &event)
+            .await
+            .ok()?
+            .unwrap_or_default();
+        Some(Delivery {
+            seq: 0,
+            tenant: TenantId::parse(body["tenant"].as_str()?).ok()?,
+            subscription_id: sub.clone(),
+            event_id: event,
+            event_type: EventType::parse(body["event_type"].as_str()?).ok()?,
+            attempts: rec.attempts,
+            first_attempt_at: rec.first_attempt_at,
+            next_attempt_at: time::OffsetDateTime::now_utc(),
+        })
+    }
+}
+
+async fn receive(store: &AwsStore, url: &str) -> Vec<aws_sdk_sqs::types::Message> {
+    store
+        .sqs()
+        .receive_message()
+        .queue_url(url)
+        .max_number_of_messages(10)
+        .message_system_attribute_names(MessageSystemAttributeName::All)
+        .message_attribute_names("All")
+        .send()
+        .await
+        .expect("receive")
+        .messages
+        .unwrap_or_default()
+}
+
+async fn delete(store: &AwsStore, url: &str, m: &aws_sdk_sqs::types::Message) {
+    store
+        .sqs()
+        .delete_message()
+        .queue_url(url)
+        .receipt_handle(m.receipt_handle().unwrap_or_default())
+        .send()
+        .await
+        .expect("delete");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_aws_adapters_pass_the_storage_contract() {
+    contract::run_all(&Aws(fresh_store(30).await)).await;
+}
+
+/// A delivery handler over a fresh store, with one subscription per
+/// receiver endpoint name.
+async fn handler_with(
+    schedule: &str,
+    names: &[&str],
+    rx: &Receiver,
+) -> (Deliver, Vec<(SubscriptionId, TenantId)>) {
+    let store = fresh_store(30).await;
+    let env = test_env(&[("HOOKLANE_RETRY_SCHEDULE", schedule)]);
+    let config = Config::from_lookup(|k| env.get(k).cloned()).unwrap();
+    let engine = hooklane_aws::local::engine(config, &store).unwrap();
+    let tenant = TenantId::parse("acme").unwrap();
+    let mut subs = Vec::new();
+    for name in names {
+        let mut sub = contract::subscription(&tenant, &["*"]);
+        sub.url = url::Url::parse(&rx.url(name)).unwrap();
+        store.insert(&sub).await.unwrap();
+        subs.push((sub.id, tenant.clone()));
+    }
+    (Deliver { engine, store }, subs)
+}
+
+/// Archives one event and enqueues it to the subscriptions.
+async fn publish_to(ctx: &Deliver, subs: &[(SubscriptionId, TenantId)]) -> EventId {
+    let tenant = subs[0].1.clone();
+    let event = Event {
+        id: EventId::generate(),
+        tenant: tenant.clone(),
+        event_type: EventType::parse("a.b").unwrap(),
+        created_at: time::OffsetDateTime::now_utc(),
+        payload: bytes::Bytes::from_static(br#"{"type":"a.b","data":{}}"#),
+    };
+    ctx.store.accept(event.clone()).await.unwrap();
+    let batch: Vec<NewDelivery> = subs
+        .iter()
+        .map(|(s, t)| NewDelivery {
+            tenant: t.clone(),
+            subscription_id: s.clone(),
+            event_id: event.id.clone(),
+            event_type: event.event_type.clone(),
+            spill: false,
+        })
+        .collect();
+    ctx.store.enqueue(&batch).await.unwrap();
+    event.id
+}
+
+/// Runs the handler on a batch and deletes what it did not report failed,
+/// as Lambda's event source mapping does.
+async fn run_batch(
+    ctx: &Deliver,
+    msgs: &[aws_sdk_sqs::types::Message],
+) -> aws_lambda_events::event::sqs::SqsBatchResponse {
+    let resp = handle(ctx, hooklane_aws::local::to_event(msgs)).await;
+    let failed = failed_ids(&resp);
+    for m in msgs {
+        if !failed.iter().any(|f| Some(f.as_str()) == m.message_id()) {
+            delete(&ctx.store, &ctx.store.settings().delivery_queue_url, m).await;
+        }
+    }
+    resp
+}
+
+fn failed_ids(resp: &aws_lambda_events::event::sqs::SqsBatchResponse) -> Vec<String> {
+    let mut ids: Vec<String> = resp
+        .batch_item_failures
+        .iter()
+        .map(|f| f.item_identifier.clone())
+        .collect();
+    ids.sort();
+    ids
+}
+
+fn ids_of_group(msgs: &[aws_sdk_sqs::types::Message], sub: &SubscriptionId) -> Vec<String> {
+    let mut ids: Vec<String> = msgs
+        .iter()
+        .filter(|m| m.body().unwrap_or("").contains(sub.as_str()))
+        .filter_map(|m| m.message_id().map(str::to_owned))
+        .collect();
+    ids.sort();
+    ids
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_a_mixed_batch_only_the_failing_groups_remainder_is_reported() {
+    let rx = Receiver::start().await;
+    rx.set_default("bad", Reply::Status(500));
+    let (ctx, subs) = handler_with("0s,30s", &["bad", "good"], &rx).await;
+    publish_to(&ctx, &subs).await;
+    publish_to(&ctx, &subs).await;
+    let msgs = receive(&ctx.store, &ctx.store.settings().delivery_queue_url).await;
+    assert_eq!(msgs.len(), 4, "two groups of two in one batch");
+    let resp = handle(&ctx, hooklane_aws::local::to_event(&msgs)).await;
+    assert_eq!(
+        failed_ids(&resp),
+        ids_of_group(&msgs, &subs[0].0),
+        "the failing group only"
+    );
+    assert_eq!(
+        rx.count("bad"),
+        1,
+        "the failing group stopped at its first message"
+    );
+    assert_eq!(rx.count("good"), 2, "the healthy group ran both");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poison_record_fails_alone() {
+    let rx = Receiver::start().await;
+    let (ctx, subs) = handler_with("0s", &["good"], &rx).await;
+    publish_to(&ctx, &subs).await;
+    let mut msgs = receive(&ctx.store, &ctx.store.settings().delivery_queue_url).await;
+    let mut poison = msgs[0].clone();
+    poison.message_id = Some("poison-1".into());
+    poison.body = Some("{not json".into());
+    msgs.insert(0, poison);
+    let resp = handle(&ctx, hooklane_aws::local::to_event(&msgs)).await;
+    assert_eq!(failed_ids(&resp), ["poison-1"]);
+    assert_eq!(
+        rx.count("good"),
+        1,
+        "the same group's next message still ran"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tombstoned_subscriptions_delivery_is_dropped_not_parked() {
+    let rx = Receiver::start().await;
+    let (ctx, subs) = handler_with("0s", &["gone"], &rx).await;
+    let event = publish_to(&ctx, &subs).await;
+    ctx.store.delete(&subs[0].1, &subs[0].0).await.unwrap();
+    let msgs = receive(&ctx.store, &ctx.store.settings().delivery_queue_url).await;
+    let resp = handle(&ctx, hooklane_aws::local::to_event(&msgs)).await;
+    assert!(
+        resp.batch_item_failures.is_empty(),
+        "done: deleted from the queue"
+    );
+    assert_eq!(rx.count("gone"), 0);
+    assert_eq!(
+        ctx.engine
+            .metrics
+            .dropped
+            .load(std::sync::atomic::Ordering::Relaxed),
+        1
+    );
+    assert!(ctx
+        .store
+        .dead_letters(&subs[0].1, None, None, 10)
+        .await
+        .unwrap()
+        .is_empty());
+    assert!(
+        receive(&ctx.store, &ctx.store.settings().dlq_url)
+            .await
+            .is_empty(),
+        "nothing dead-lettered"
+    );
+    let _ = event;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exhaustion_parks_to_the_dead_letter_queue_with_attributes_saying_why() {
+    let rx = Receiver::start().await;
+    rx.set_default("down", Reply::Status(503));
+    let (ctx, subs) = handler_with("0s", &["down"], &rx).await;
+    let event = publish_to(&ctx, &subs).await;
+    let msgs = receive(&ctx.store, &ctx.store.settings().delivery_queue_url).await;
+    let resp = handle(&ctx, hooklane_aws::local::to_event(&msgs)).await;
+    assert!(resp.batch_item_failures.is_empty());
+    let parked = ctx.store.dlq_peek(&Default::default(), 10).await.unwrap();
+    assert_eq!(parked.len(), 1);
+    let a = &parked[0].attributes;
+    assert_eq!(a["tenant"], "acme");
+    assert_eq!(a["subscription_id"], subs[0].0.as_str());
+    assert_eq!(a["event_id"], event.as_str());
+    assert_eq!(a["event_type"], "a.b");
+    assert_eq!(a["attempts"], "1");
+    assert_eq!(a["last_status"], "503");
+    assert!(a["reason"].contains("1 attempts"), "{}", a["reason"]);
+    assert!(a.contains_key("first_attempt_at") && a.contains_key("last_attempt_at"));
+    // Peeking consumed nothing.
+    assert_eq!(
+        ctx.store
+            .dlq_peek(&Default::default(), 10)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn selective_replay_from_the_dead_letter_queue_delivers_with_a_fresh_ladder() {
+    let rx = Receiver::start().await;
+    rx.script("flaky", vec![Reply::Status(503)]);
+    let (ctx, subs) = handler_with("0s", &["flaky"], &rx).await;
+    let event = publish_to(&ctx, &subs).await;
+    let msgs = receive(&ctx.store, &ctx.store.settings().delivery_queue_url).await;
+    run_batch(&ctx, &msgs).await;
+    let filter = hooklane_aws::dlq::Filter {
+        events: Some(vec![event.as_str().to_owned()]),
+        ..Default::default()
+    };
+    assert_eq!(
+        ctx.store.dlq_replay(&filter, 100, &|_| {}).await.unwrap(),
+        1
+    );
+    assert!(
+        ctx.store
+            .dlq_peek(&Default::default(), 10)
+            .await
+            .unwrap()
+            .is_empty(),
+        "deleted from the DLQ"
+    );
+    let msgs = receive(&ctx.store, &ctx.store.settings().delivery_queue_url).await;
+    assert_eq!(msgs.len(), 1, "back on the delivery queue");
+    run_batch(&ctx, &msgs).await;
+    let reqs = rx.requests("flaky");
+    assert_eq!(reqs.len(), 2);
+    assert_eq!(reqs[1].header("webhook-attempt"), "1", "a fresh ladder");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn through_serve_a_failing_lanes_later_events_all_arrive_in_order_after_it_recovers() {
+    let server = hooklane_tests::Server::start_on(
+        hooklane_tests::Backend::Aws,
+        test_env(&[("HOOKLANE_RETRY_SCHEDULE", "0s,2s,2s,2s")]),
+    )
+    .await;
+    let rx = Receiver::start().await;
+    rx.script("lane", vec![Reply::Status(500), Reply::Status(500)]);
+    server.subscribe("acme", &rx.url("lane"), &["*"]).await;
+    let first = server
+        .publish("acme", "a.b", serde_json::json!({"n": 0}))
+        .await;
+    assert!(eventually(Duration::from_secs(20), || rx.count("lane") >= 1).await);
+    // The lane is now failing: wait until the flag is visible to fan-out.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut ids = vec![first];
+    for n in 1..6 {
+        ids.push(
+            server
+                .publish("acme", "a.b", serde_json::json!({ "n": n }))
+                .await,
+        );
+    }
+    assert!(
+        eventually(Duration::from_secs(60), || {
+            let mut seen: Vec<String> = rx
+                .requests("lane")
+                .iter()
+                .map(|r| r.header("webhook-id"))
+                .collect();
+            seen.dedup();
+            seen == ids
+        })
+        .await,
+        "every event arrived once the lane recovered, in order: {:?}",
+        rx.requests("lane")
+            .iter()
+            .map(|r| r.header("webhook-id"))
+            .collect::<Vec<_>>()
+    );
+}
+
+#[tokio::test]
+async fn full_redrive_starts_a_message_move_task_from_the_dead_letter_queue_to_the_delivery_queue()
+{
+    use aws_sdk_sqs::operation::get_queue_attributes::GetQueueAttributesOutput;
+    use aws_sdk_sqs::operation::start_message_move_task::StartMessageMoveTaskOutput;
+    use aws_sdk_sqs::types::QueueAttributeName;
+    use aws_smithy_mocks::{mock, mock_client, RuleMode};
+    // moto does not implement StartMessageMoveTask: mock the SQS client.
+    let arn_rule = mock!(aws_sdk_sqs::Client::get_queue_attributes).then_output(|| {
+        GetQueueAttributesOutput::builder()
+            .attributes(
+                QueueAttributeName::QueueArn,
+                "arn:aws:sqs:us-east-1:1:q.fifo",
+            )
+            .build()
+    });
+    let move_rule = mock!(aws_sdk_sqs::Client::start_message_move_task)
+        .match_requests(|r| r.source_arn().is_some() && r.destination_arn().is_some())
+        .then_output(|| {
+            StartMessageMoveTaskOutput::builder()
+                .task_handle("task-1")
+                .build()
+        });
+    let sqs = mock_client!(aws_sdk_sqs, RuleMode::MatchAny, [&arn_rule, &move_rule]);
+    let store = AwsStore::with_clients(
+        hooklane_tests::aws::sdk().await,
+        sqs,
+        hooklane_aws::Settings {
+            dlq_url: "https://sqs.local/1/dlq.fifo".into(),
+            delivery_queue_url: "https://sqs.local/1/deliveries.fifo".into(),
+            ..Default::default()
+        },
+    );
+    assert_eq!(store.dlq_redrive_all().await.unwrap(), "task-1");
+    assert_eq!(move_rule.num_calls(), 1);
+    assert_eq!(
+        arn_rule.num_calls(),
+        2,
+        "source and destination ARNs looked up"
+    );
+}
+
+/// Counts a subscription's spilled deliveries in the table.
+async fn spilled(store: &AwsStore, sub: &SubscriptionId) -> usize {
+    let ddb = aws_sdk_dynamodb::Client::new(&hooklane_tests::aws::sdk().await);
+    ddb.query()
+        .table_name(&store.settings().table)
+        .key_condition_expression("pk = :pk")
+        .expression_attribute_values(
+            ":pk",
+            aws_sdk_dynamodb::types::AttributeValue::S(format!("L#{}", sub.as_str())),
+        )
+        .send()
+        .await
+        .expect("query")
+        .count as usize
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn while_a_lane_fails_new_deliveries_wait_in_the_spill_store_not_the_queue() {
+    let rx = Receiver::start().await;
+    rx.script("lane", vec![Reply::Status(500)]);
+    let (ctx, subs) = handler_with("0s,1s", &["lane"], &rx).await;
+    let (sub, tenant) = subs[0].clone();
+    publish_to(&ctx, &subs).await;
+    let first = receive(&ctx.store, &ctx.store.settings().delivery_queue_url).await;
+    let resp = run_batch(&ctx, &first).await;
+    assert_eq!(
+        resp.batch_item_failures.len(),
+        1,
+        "the first delivery is retrying"
+    );
+    assert!(
+        SubscriptionStore::get(&ctx.store, &tenant, &sub)
+            .await
+            .unwrap()
+            .unwrap()
+            .spilling,
+        "the lane is failing"
+    );
+
+    let mut later = Vec::new();
+    for _ in 0..3 {
+        let event = Event {
+            id: EventId::generate(),
+            tenant: tenant.clone(),
+            event_type: EventType::parse("a.b").unwrap(),
+            created_at: time::OffsetDateTime::now_utc(),
+            payload: bytes::Bytes::from_static(br#"{"type":"a.b","data":{}}"#),
+        };
+        ctx.store.accept(event.clone()).await.unwrap();
+        ctx.engine.fan_out(&event).await.unwrap();
+        later.push(event.id.as_str().to_owned());
+    }
+    assert_eq!(spilled(&ctx.store, &sub).await, 3, "spilled, in the table");
+    // Only the retrying delivery is in the queue; it is due again in 1 s.
+    let url = ctx.store.settings().delivery_queue_url.clone();
+    tokio::time::sleep(Duration::from_millis(1600)).await;
+    let again = receive(&ctx.store, &url).await;
+    assert_eq!(
+        again.len(),
+        1,
+        "the queue holds the failing lane's one message"
+    );
+    run_batch(&ctx, &again).await;
+    assert_eq!(
+        spilled(&ctx.store, &sub).await,
+        0,
+        "refilled after the success"
+    );
+    assert!(
+        !SubscriptionStore::get(&ctx.store, &tenant, &sub)
+            .await
+            .unwrap()
+            .unwrap()
+            .spilling
+    );
+    let refilled = receive(&ctx.store, &url).await;
+    run_batch(&ctx, &refilled).await;
+    let seen: Vec<String> = rx
+        .requests("lane")
+        .iter()
+        .skip(2)
+        .map(|r| r.header("webhook-id"))
+        .collect();
+    assert_eq!(seen, later, "refilled in order");
+}
