@@ -487,3 +487,47 @@ async fn while_a_lane_fails_new_deliveries_wait_in_the_spill_store_not_the_queue
         .collect();
     assert_eq!(seen, later, "refilled in order");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn when_a_failing_lanes_delivery_is_parked_its_spilled_deliveries_are_refilled() {
+    let rx = Receiver::start().await;
+    rx.script("lane", vec![Reply::Status(500), Reply::Status(500)]);
+    let (ctx, subs) = handler_with("0s,1s", &["lane"], &rx).await;
+    let (sub, tenant) = subs[0].clone();
+    publish_to(&ctx, &subs).await;
+    let url = ctx.store.settings().delivery_queue_url.clone();
+    run_batch(&ctx, &receive(&ctx.store, &url).await).await;
+    let event = Event {
+        id: EventId::generate(),
+        tenant: tenant.clone(),
+        event_type: EventType::parse("a.b").unwrap(),
+        created_at: time::OffsetDateTime::now_utc(),
+        payload: bytes::Bytes::from_static(br#"{"type":"a.b","data":{}}"#),
+    };
+    ctx.store.accept(event.clone()).await.unwrap();
+    ctx.engine.fan_out(&event).await.unwrap();
+    assert_eq!(spilled(&ctx.store, &sub).await, 1);
+    tokio::time::sleep(Duration::from_millis(1600)).await;
+    // The second attempt fails too: the ladder is spent and it is parked.
+    run_batch(&ctx, &receive(&ctx.store, &url).await).await;
+    assert_eq!(
+        ctx.store
+            .dead_letters(&tenant, None, None, 10)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    assert_eq!(
+        spilled(&ctx.store, &sub).await,
+        0,
+        "refilled after the park"
+    );
+    run_batch(&ctx, &receive(&ctx.store, &url).await).await;
+    let last = rx.requests("lane").last().map(|r| r.header("webhook-id"));
+    assert_eq!(
+        last.as_deref(),
+        Some(event.id.as_str()),
+        "the spilled event was delivered"
+    );
+}

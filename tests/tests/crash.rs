@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use hooklane_tests::{eventually, test_env, Receiver, Reply, Server};
+use hooklane_tests::{eventually, on_both_backends, test_env, Backend, Receiver, Reply, Server};
 use serde_json::json;
 
 /// Builds the `hooklane` binary and returns its path.
@@ -33,13 +33,39 @@ fn free_port() -> u16 {
         .expect("a free port")
 }
 
-fn spawn(bin: &PathBuf, port: u16, db: &std::path::Path) -> Child {
+/// Where the child keeps its state: a database file, or a resource prefix
+/// on the local AWS-compatible server (which outlives the child).
+enum State {
+    Db(PathBuf),
+    Aws(String),
+}
+
+fn spawn(bin: &PathBuf, port: u16, state: &State) -> Child {
     let mut cmd = Command::new(bin);
-    cmd.args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--db"])
-        .arg(db)
+    cmd.args(["serve", "--listen", &format!("127.0.0.1:{port}")])
         .stdout(Stdio::null())
         .stderr(Stdio::null());
-    for (k, v) in test_env(&[("HOOKLANE_RETRY_SCHEDULE", "0s,2s,2s,2s,2s")]) {
+    match state {
+        State::Db(db) => {
+            cmd.arg("--db").arg(db);
+        }
+        State::Aws(prefix) => {
+            cmd.args([
+                "--backend",
+                "aws",
+                "--create-resources",
+                "--resource-prefix",
+                prefix,
+            ]);
+            cmd.envs(hooklane_tests::aws::child_env());
+        }
+    }
+    // A short attempt timeout: on the AWS backend, messages in flight at the
+    // kill come back after the queue's visibility timeout (6 × this).
+    for (k, v) in test_env(&[
+        ("HOOKLANE_RETRY_SCHEDULE", "0s,2s,2s,2s,2s"),
+        ("HOOKLANE_ATTEMPT_TIMEOUT", "3s"),
+    ]) {
         cmd.env(k, v);
     }
     cmd.spawn().expect("hooklane serve starts")
@@ -50,11 +76,13 @@ async fn connect(port: u16) -> Server {
     Server::connect(&format!("http://127.0.0.1:{port}")).await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_accepted_event_arrives_after_a_sigkill_and_restart() {
+async fn every_accepted_event_arrives_after_a_sigkill_and_restart(backend: Backend) {
     let bin = hooklane_binary();
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("crash.db");
+    let state = match backend {
+        Backend::Embedded => State::Db(dir.path().join("crash.db")),
+        Backend::Aws => State::Aws(hooklane_tests::aws::unique_prefix()),
+    };
     let port = free_port();
     let rx = Receiver::start().await;
     // "retry" fails its first three attempts, so its lane is retrying at the kill.
@@ -63,7 +91,7 @@ async fn every_accepted_event_arrives_after_a_sigkill_and_restart() {
         vec![Reply::Status(500), Reply::Status(500), Reply::Status(500)],
     );
 
-    let mut child = spawn(&bin, port, &db);
+    let mut child = spawn(&bin, port, &state);
     let server = connect(port).await;
     server.subscribe("acme", &rx.url("retry"), &["*"]).await;
     server.subscribe("acme", &rx.url("plain"), &["*"]).await;
@@ -83,7 +111,7 @@ async fn every_accepted_event_arrives_after_a_sigkill_and_restart() {
         "the retrying lane still had work at the kill"
     );
 
-    let mut child = spawn(&bin, port, &db);
+    let mut child = spawn(&bin, port, &state);
     let _server = connect(port).await;
     let all_arrived = |name: &str| {
         let seen: std::collections::HashSet<String> = rx
@@ -93,7 +121,7 @@ async fn every_accepted_event_arrives_after_a_sigkill_and_restart() {
             .collect();
         ids.iter().all(|id| seen.contains(id))
     };
-    let ok = eventually(Duration::from_secs(60), || {
+    let ok = eventually(Duration::from_secs(120), || {
         all_arrived("retry") && all_arrived("plain")
     })
     .await;
@@ -101,3 +129,5 @@ async fn every_accepted_event_arrives_after_a_sigkill_and_restart() {
     let _ = child.wait();
     assert!(ok, "every accepted event arrived (at kill: {at_kill:?})");
 }
+
+on_both_backends!(every_accepted_event_arrives_after_a_sigkill_and_restart);

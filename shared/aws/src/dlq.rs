@@ -185,15 +185,19 @@ impl AwsStore {
         for (tenant, msgs) in by_tenant {
             let tenant = TenantId::parse(&tenant)
                 .map_err(|_| StoreError::Backend("bad tenant in DLQ".into()))?;
-            let events: Vec<EventId> = msgs
-                .iter()
-                .filter_map(|m| EventId::parse(&m.delivery.event_id).ok())
-                .collect();
-            let subs: Vec<SubscriptionId> = msgs
-                .iter()
-                .filter_map(|m| SubscriptionId::parse(&m.delivery.subscription_id).ok())
-                .collect();
-            for sub in dedup(subs) {
+            let mut by_sub: HashMap<String, Vec<EventId>> = HashMap::new();
+            for m in &msgs {
+                if let Ok(e) = EventId::parse(&m.delivery.event_id) {
+                    by_sub
+                        .entry(m.delivery.subscription_id.clone())
+                        .or_default()
+                        .push(e);
+                }
+            }
+            for (sub, events) in by_sub {
+                let Ok(sub) = SubscriptionId::parse(&sub) else {
+                    continue;
+                };
                 let replayed = hooklane_core::ports::DeliveryQueue::replay(
                     self,
                     &tenant,
@@ -253,12 +257,6 @@ impl AwsStore {
             .map_err(backend)?;
         Ok(resp.task_handle.unwrap_or_default())
     }
-}
-
-fn dedup<T: Ord>(mut v: Vec<T>) -> Vec<T> {
-    v.sort();
-    v.dedup();
-    v
 }
 
 /// Deletes the dead-letter copies of deliveries just replayed through the

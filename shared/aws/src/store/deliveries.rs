@@ -362,8 +362,16 @@ impl DeliveryQueue for AwsStore {
             Err(e) => return Err(backend(e)),
         }
         match (finish, sub) {
-            (Finish::Parked(reason), _) => self.park_to_dlq(d, reason, last).await,
+            (Finish::Parked(reason), sub) => {
+                self.park_to_dlq(d, reason, last).await?;
+                match sub {
+                    Some(sub) if sub.spilling => self.refill(sub).await,
+                    _ => Ok(()),
+                }
+            }
             (Finish::RetryAt(_), Some(sub)) if !sub.spilling => self.start_spilling(sub).await,
+            // The lane moved on (delivered, or parked and out of the
+            // way): its spilled deliveries go back to the queue in order.
             (Finish::Delivered, Some(sub)) if sub.spilling => self.refill(sub).await,
             _ => Ok(()),
         }
