@@ -1,10 +1,35 @@
 #!/usr/bin/env bash
-# The one test command (README, CI): checks formatting and lints, then runs
-# every unit, contract and end-to-end test of the workspace. Everything the
-# tests need comes from crates.io through cargo; receivers are started by
-# the tests themselves on loopback.
+# The one test command (README, CI). It installs what the tests need and
+# starts it, then runs everything:
+#   - Python tools into .venv from PyPI (tests/requirements.txt): moto, the
+#     local AWS-compatible server, and cfn-lint for infra/template.yaml;
+#   - moto in server mode on 127.0.0.1 (stopped on exit);
+#   - cargo fmt --check, clippy -D warnings, then every unit, contract and
+#     end-to-end test of the workspace (crates come from crates.io).
+# Receivers are started by the tests themselves, on loopback.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+echo "== python tools (.venv)"
+if [ ! -x .venv/bin/python ]; then
+  python3 -m venv .venv
+fi
+.venv/bin/pip install --quiet --disable-pip-version-check -r tests/requirements.txt
+
+echo "== cfn-lint infra/template.yaml"
+.venv/bin/cfn-lint infra/template.yaml
+
+echo "== moto server"
+mkdir -p target
+port=$(.venv/bin/python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+.venv/bin/moto_server -H 127.0.0.1 -p "$port" > target/moto.log 2>&1 &
+moto_pid=$!
+trap 'kill "$moto_pid" 2>/dev/null || true' EXIT
+for _ in $(seq 1 100); do
+  if curl -fsS "http://127.0.0.1:$port/moto-api/" > /dev/null 2>&1; then break; fi
+  sleep 0.2
+done
+export HOOKLANE_TEST_AWS_ENDPOINT="http://127.0.0.1:$port"
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
