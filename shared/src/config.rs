@@ -4,7 +4,9 @@
 use std::time::Duration;
 
 use crate::egress::EgressPolicy;
+use crate::health::{BreakerConfig, SuspendPolicy};
 use crate::policy::RetrySchedule;
+use crate::signing::Secret;
 
 /// Every setting the engine and API use.
 #[derive(Debug, Clone)]
@@ -24,6 +26,16 @@ pub struct Config {
     /// Concurrent attempts per tenant (`HOOKLANE_TENANT_MAX_IN_FLIGHT`,
     /// default 4,096, never below 8).
     pub tenant_max_in_flight: usize,
+    /// When to suspend a failing endpoint (`HOOKLANE_SUSPEND_POLICY`).
+    pub suspend_policy: SuspendPolicy,
+    /// The operator webhook told of suspensions
+    /// (`HOOKLANE_OPERATOR_WEBHOOK_URL` and `HOOKLANE_OPERATOR_WEBHOOK_SECRET`).
+    pub operator_webhook: Option<(String, Secret)>,
+    /// Backfill deliveries per second after re-enabling
+    /// (`HOOKLANE_BACKFILL_RATE`, default 5).
+    pub backfill_rate: f64,
+    /// Circuit-breaker settings (`HOOKLANE_BREAKER`).
+    pub breaker: BreakerConfig,
 }
 
 impl Default for Config {
@@ -35,6 +47,10 @@ impl Default for Config {
             attempt_timeout: Duration::from_secs(15),
             egress: EgressPolicy::default(),
             tenant_max_in_flight: 4096,
+            suspend_policy: SuspendPolicy::default(),
+            operator_webhook: None,
+            backfill_rate: 5.0,
+            breaker: BreakerConfig::default(),
         }
     }
 }
@@ -116,7 +132,46 @@ impl Config {
                     )
                 })?;
         }
+        c.read_health(&get)?;
         Ok(c)
+    }
+
+    /// Reads the endpoint-health settings.
+    fn read_health(&mut self, get: &impl Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
+        if let Some(v) = get("HOOKLANE_SUSPEND_POLICY") {
+            self.suspend_policy =
+                SuspendPolicy::parse(&v).map_err(|e| bad("HOOKLANE_SUSPEND_POLICY", e))?;
+        }
+        if let Some(v) = get("HOOKLANE_BREAKER") {
+            self.breaker = BreakerConfig::parse(&v).map_err(|e| bad("HOOKLANE_BREAKER", e))?;
+        }
+        if let Some(v) = get("HOOKLANE_BACKFILL_RATE") {
+            self.backfill_rate = v
+                .trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|r| (0.1..=1000.0).contains(r))
+                .ok_or_else(|| {
+                    bad(
+                        "HOOKLANE_BACKFILL_RATE",
+                        "deliveries per second, 0.1 to 1000",
+                    )
+                })?;
+        }
+        if let Some(url) = get("HOOKLANE_OPERATOR_WEBHOOK_URL").filter(|u| !u.is_empty()) {
+            let secret = get("HOOKLANE_OPERATOR_WEBHOOK_SECRET").ok_or_else(|| {
+                bad(
+                    "HOOKLANE_OPERATOR_WEBHOOK_SECRET",
+                    "required with HOOKLANE_OPERATOR_WEBHOOK_URL",
+                )
+            })?;
+            let secret =
+                Secret::parse(&secret).map_err(|e| bad("HOOKLANE_OPERATOR_WEBHOOK_SECRET", e.0))?;
+            crate::egress::check_url(&url, self.egress)
+                .map_err(|e| bad("HOOKLANE_OPERATOR_WEBHOOK_URL", e.to_string()))?;
+            self.operator_webhook = Some((url, secret));
+        }
+        Ok(())
     }
 }
 
@@ -150,9 +205,21 @@ mod tests {
             ("HOOKLANE_ALLOW_HTTP", "maybe"),
             ("HOOKLANE_TENANT_MAX_IN_FLIGHT", "4"),
             ("HOOKLANE_API_TOKEN", "short"),
+            ("HOOKLANE_SUSPEND_POLICY", "fatal=zero/1s"),
+            ("HOOKLANE_BREAKER", "open=soon"),
+            ("HOOKLANE_BACKFILL_RATE", "fast"),
         ] {
             let err = read(&[(k, v)]).unwrap_err();
             assert_eq!(err.var, k);
         }
+        let err = read(&[(
+            "HOOKLANE_OPERATOR_WEBHOOK_URL",
+            "https://ops.example.com/hook",
+        )])
+        .unwrap_err();
+        assert_eq!(
+            err.var, "HOOKLANE_OPERATOR_WEBHOOK_SECRET",
+            "a webhook URL needs its secret"
+        );
     }
 }

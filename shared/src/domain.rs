@@ -279,6 +279,19 @@ pub struct Health {
     /// When the last attempt started.
     #[serde(with = "time::serde::rfc3339::option")]
     pub last_attempt_at: Option<OffsetDateTime>,
+    /// Failures of the streak that were retryable.
+    #[serde(default)]
+    pub retryable_failures: u32,
+    /// Failures of the streak that were permanent.
+    #[serde(default)]
+    pub permanent_failures: u32,
+    /// Failures of the streak that were fatal (the host no longer resolves).
+    #[serde(default)]
+    pub fatal_failures: u32,
+    /// When the event of the streak's first failed delivery was accepted:
+    /// a backfill after re-enabling starts there.
+    #[serde(default, with = "time::serde::rfc3339::option")]
+    pub streak_events_since: Option<OffsetDateTime>,
 }
 
 /// A registered endpoint of one tenant.

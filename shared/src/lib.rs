@@ -20,6 +20,7 @@ pub mod domain;
 pub mod egress;
 pub mod embedded;
 pub mod engine;
+pub mod health;
 pub mod policy;
 pub mod ports;
 pub mod record;

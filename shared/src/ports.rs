@@ -70,6 +70,30 @@ pub trait SubscriptionStore: Send + Sync {
         id: &SubscriptionId,
         health: &Health,
     ) -> StoreResult<()>;
+    /// The guarded transition `active` → `suspended`: `true` only for the
+    /// one caller whose transition took effect (G8).
+    async fn suspend(
+        &self,
+        tenant: &TenantId,
+        id: &SubscriptionId,
+        at: OffsetDateTime,
+        reason: &str,
+    ) -> StoreResult<bool>;
+    /// The guarded transition `suspended` → `active`, resetting health;
+    /// `true` when it took effect.
+    async fn activate(
+        &self,
+        tenant: &TenantId,
+        id: &SubscriptionId,
+        at: OffsetDateTime,
+    ) -> StoreResult<bool>;
+    /// Records why a suspended subscription stays suspended.
+    async fn set_status_reason(
+        &self,
+        tenant: &TenantId,
+        id: &SubscriptionId,
+        reason: &str,
+    ) -> StoreResult<()>;
 }
 
 /// The result of accepting an event.
@@ -118,6 +142,9 @@ pub enum Finish {
     Parked(String),
     /// Its subscription is gone: deleted, not parked.
     Dropped,
+    /// Its subscription is suspended: not attempted; the backfill after
+    /// re-enabling covers it.
+    Held,
 }
 
 /// One delivery's state as `GET /events/{id}` shows it.
@@ -184,6 +211,42 @@ pub trait DeliveryQueue: Send + Sync {
         tenant: &TenantId,
         event_id: &EventId,
     ) -> StoreResult<Vec<DeliveryView>>;
+    /// Puts a due delivery off until `until` without an attempt (the
+    /// circuit breaker is open). Queues that back off by visibility do
+    /// nothing here.
+    async fn defer(&self, d: &Delivery, until: OffsetDateTime) -> StoreResult<()>;
+    /// Schedules the backfill of a re-enabled subscription: its tenant's
+    /// archived events matching its filters, accepted from `since` to
+    /// `until`, not yet delivered to it, on a lane of their own at the
+    /// configured rate.
+    async fn start_backfill(
+        &self,
+        sub: &Subscription,
+        since: OffsetDateTime,
+        until: OffsetDateTime,
+    ) -> StoreResult<()>;
+    /// How many deliveries wait for a subscription (for the suspension
+    /// notice; at least those the store can count cheaply).
+    async fn waiting(&self, sub: &Subscription) -> StoreResult<u64>;
+}
+
+/// Tells operators about suspensions on channels beyond the operator
+/// webhook (the stack's SNS topic on AWS).
+#[async_trait]
+pub trait Notifier: Send + Sync {
+    /// Sends one suspension notice (a JSON document).
+    async fn suspended(&self, notice: &serde_json::Value) -> StoreResult<()>;
+}
+
+/// No channel beyond the operator webhook.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoNotifier;
+
+#[async_trait]
+impl Notifier for NoNotifier {
+    async fn suspended(&self, _: &serde_json::Value) -> StoreResult<()> {
+        Ok(())
+    }
 }
 
 /// The attempt log behind `/attempts`.
@@ -254,4 +317,6 @@ pub trait Wakeup: Send + Sync {
     fn fan_out(&self);
     /// These lanes have new deliveries.
     fn lanes(&self, tenant: &TenantId, subscriptions: &[SubscriptionId]);
+    /// A backfill was scheduled.
+    fn backfill(&self);
 }

@@ -104,7 +104,8 @@ async fn handler_with(
     let store = fresh_store(30).await;
     let env = test_env(&[("HOOKLANE_RETRY_SCHEDULE", schedule)]);
     let config = Config::from_lookup(|k| env.get(k).cloned()).unwrap();
-    let engine = hooklane_aws::local::engine(config, &store).unwrap();
+    let engine =
+        hooklane_aws::local::engine(config, &store, &hooklane_tests::aws::sdk().await).unwrap();
     let tenant = TenantId::parse("acme").unwrap();
     let mut subs = Vec::new();
     for name in names {

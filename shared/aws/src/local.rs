@@ -15,7 +15,7 @@ use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage, SqsM
 use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, Message, MessageSystemAttributeName};
 use hooklane_core::config::Config;
 use hooklane_core::engine::{Engine, Ports};
-use hooklane_core::ports::{SystemClock, Wakeup};
+use hooklane_core::ports::{NoNotifier, Notifier, StoreResult, SystemClock, Wakeup};
 use hooklane_core::sender::HttpSender;
 use tokio::sync::Semaphore;
 use tracing::{error, info};
@@ -38,10 +38,56 @@ impl Wakeup for QueueTriggered {
         _: &[hooklane_core::domain::SubscriptionId],
     ) {
     }
+    fn backfill(&self) {}
 }
 
-/// The engine over the AWS adapters.
-pub fn engine(config: Config, store: &AwsStore) -> anyhow::Result<Arc<Engine>> {
+/// Suspension notices to the stack's SNS topic
+/// (`HOOKLANE_OPERATOR_TOPIC_ARN`).
+struct SnsNotifier {
+    sns: aws_sdk_sns::Client,
+    topic: String,
+}
+
+#[async_trait::async_trait]
+impl Notifier for SnsNotifier {
+    async fn suspended(&self, notice: &serde_json::Value) -> StoreResult<()> {
+        let subject = format!(
+            "hooklane: subscription {} suspended",
+            notice["subscription_id"].as_str().unwrap_or("?")
+        );
+        self.sns
+            .publish()
+            .topic_arn(&self.topic)
+            .subject(subject.chars().take(100).collect::<String>())
+            .message(serde_json::to_string_pretty(notice).map_err(crate::store::backend)?)
+            .send()
+            .await
+            .map_err(crate::store::backend)?;
+        Ok(())
+    }
+}
+
+/// The SNS notifier when a topic is configured.
+fn notifier(sdk: &aws_config::SdkConfig) -> Arc<dyn Notifier> {
+    match std::env::var("HOOKLANE_OPERATOR_TOPIC_ARN")
+        .ok()
+        .filter(|t| !t.is_empty())
+    {
+        Some(topic) => Arc::new(SnsNotifier {
+            sns: aws_sdk_sns::Client::new(sdk),
+            topic,
+        }),
+        None => Arc::new(NoNotifier),
+    }
+}
+
+/// The engine over the AWS adapters, with SNS notices when
+/// `HOOKLANE_OPERATOR_TOPIC_ARN` names a topic.
+pub fn engine(
+    config: Config,
+    store: &AwsStore,
+    sdk: &aws_config::SdkConfig,
+) -> anyhow::Result<Arc<Engine>> {
     let sender = HttpSender::new(config.egress, config.attempt_timeout)?;
     let ports = Ports {
         subscriptions: Arc::new(store.clone()),
@@ -51,6 +97,7 @@ pub fn engine(config: Config, store: &AwsStore) -> anyhow::Result<Arc<Engine>> {
         clock: Arc::new(SystemClock),
         sender: Arc::new(sender),
         wakeup: Arc::new(QueueTriggered),
+        notifier: notifier(sdk),
     };
     Ok(Engine::new(ports, config))
 }
@@ -193,7 +240,8 @@ pub async fn serve(
         .ok_or_else(|| anyhow::anyhow!("an API token is required"))?
         .into();
     let store = AwsStore::new(&sdk, settings);
-    let engine = engine(config, &store)?;
+    let engine = engine(config, &store, &sdk)?;
+    engine.ensure_operator_subscription().await?;
     start_pollers(engine.clone(), store);
     let app = hooklane_core::api::router(hooklane_core::api::AppState {
         engine,
@@ -212,6 +260,6 @@ pub async fn from_env() -> anyhow::Result<(AwsStore, Arc<Engine>)> {
     let config = Config::from_env()?;
     let sdk = crate::sdk_config().await;
     let store = AwsStore::new(&sdk, Settings::from_env()?);
-    let engine = engine(config, &store)?;
+    let engine = engine(config, &store, &sdk)?;
     Ok((store, engine))
 }

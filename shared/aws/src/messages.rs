@@ -3,13 +3,32 @@
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-/// Ingest queue: one event to fan out (group = tenant).
+/// Ingest queue: one event to fan out (group = tenant), or one backfill
+/// to run (group = `backfill-{subscription}`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct FanOutMessage {
     /// Tenant id.
     pub tenant: String,
-    /// Event id.
+    /// Event id (empty for a backfill).
+    #[serde(default)]
     pub event_id: String,
+    /// A backfill instead of an event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backfill: Option<BackfillMessage>,
+}
+
+/// A re-enabled subscription's backfill: archived events accepted from
+/// `since` to `until` (unix ms), started at `started`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BackfillMessage {
+    /// The subscription.
+    pub subscription_id: String,
+    /// First acceptance time covered.
+    pub since: i64,
+    /// Last acceptance time covered.
+    pub until: i64,
+    /// When the backfill started (the pace ramps up from then).
+    pub started: i64,
 }
 
 /// Delivery queue: one (event, subscription) pair (group = subscription).
@@ -23,6 +42,20 @@ pub struct DeliveryMessage {
     pub event_id: String,
     /// Event type.
     pub event_type: String,
+    /// `backfill` for a backfill delivery (its own message group, so it
+    /// never holds up live deliveries); absent for live ones.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lane: Option<String>,
+}
+
+impl DeliveryMessage {
+    /// The message group: the subscription's lane.
+    pub fn group(&self) -> String {
+        match &self.lane {
+            Some(lane) => format!("{}#{lane}", self.subscription_id),
+            None => self.subscription_id.clone(),
+        }
+    }
 }
 
 /// A deduplication id: hex SHA-256 of the parts (at most 128 characters

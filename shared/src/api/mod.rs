@@ -41,6 +41,7 @@ pub const ROUTES: &[(&str, &str)] = &[
         "/v1/tenants/{tenant}/subscriptions/{id}/rotate-secret",
     ),
     ("get", "/v1/tenants/{tenant}/subscriptions/{id}/attempts"),
+    ("post", "/v1/tenants/{tenant}/subscriptions/{id}/enable"),
     ("post", "/v1/tenants/{tenant}/events"),
     ("get", "/v1/tenants/{tenant}/events/{id}"),
     ("get", "/v1/tenants/{tenant}/dead-letters"),
@@ -85,6 +86,7 @@ pub fn router(state: AppState) -> Router {
             post(subscriptions::rotate_secret),
         )
         .route("/subscriptions/{id}/attempts", get(subscriptions::attempts))
+        .route("/subscriptions/{id}/enable", post(subscriptions::enable))
         .route("/events", post(events::publish))
         .route("/events/{id}", get(events::read))
         .route("/dead-letters", get(dead_letters::list))

@@ -21,13 +21,17 @@ use crate::domain::{
     TenantId,
 };
 use crate::egress::check_url_resolved;
+use crate::engine::EnableError;
+use crate::health::Breaker;
 use crate::signing::Secret;
 
 /// How long a rotated-out secret keeps signing.
 const ROTATION_OVERLAP: time::Duration = time::Duration::hours(24);
 
-/// The subscription as the API shows it.
-pub(super) fn view(sub: &Subscription, with_secret: bool) -> Value {
+/// The subscription as the API shows it, with its circuit breaker's state
+/// in `health.breaker`.
+pub(super) fn view(state: &AppState, sub: &Subscription, with_secret: bool) -> Value {
+    let breaker = state.engine.breakers.state(&sub.id);
     let mut v = json!({
         "id": sub.id.as_str(),
         "tenant_id": sub.tenant.as_str(),
@@ -38,7 +42,7 @@ pub(super) fn view(sub: &Subscription, with_secret: bool) -> Value {
         "status": sub.status.as_str(),
         "created_at": rfc3339(sub.created_at),
         "updated_at": rfc3339(sub.updated_at),
-        "health": health_view(&sub.health),
+        "health": health_view(&sub.health, breaker),
     });
     if with_secret {
         v["secret"] = json!(sub.secret.expose());
@@ -50,8 +54,13 @@ pub(super) fn view(sub: &Subscription, with_secret: bool) -> Value {
     v
 }
 
-fn health_view(h: &Health) -> Value {
+fn health_view(h: &Health, breaker: Breaker) -> Value {
+    let open_until = match breaker {
+        Breaker::Open { until, .. } => Some(rfc3339(until)),
+        _ => None,
+    };
     json!({
+        "breaker": {"state": breaker.name(), "open_until": open_until},
         "consecutive_failures": h.consecutive_failures,
         "first_failure_at": h.first_failure_at.map(rfc3339),
         "last_outcome": h.last_outcome,
@@ -144,7 +153,7 @@ pub(super) async fn create(
     };
     apply_fields(&body, &mut sub)?;
     state.engine.ports.subscriptions.insert(&sub).await?;
-    Ok((StatusCode::CREATED, Json(view(&sub, true))).into_response())
+    Ok((StatusCode::CREATED, Json(view(&state, &sub, true))).into_response())
 }
 
 pub(super) async fn list(
@@ -167,7 +176,7 @@ pub(super) async fn list(
         .await?;
     let next = next_cursor(&mut items, page.limit, |s| s.id.as_str().to_owned());
     Ok(Json(json!({
-        "items": items.iter().map(|s| view(s, false)).collect::<Vec<_>>(),
+        "items": items.iter().map(|s| view(&state, s, false)).collect::<Vec<_>>(),
         "next_cursor": next,
     })))
 }
@@ -190,7 +199,8 @@ pub(super) async fn read(
     State(state): State<AppState>,
     Path((tenant, id)): Path<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
-    Ok(Json(view(&load(&state, &tenant, &id).await?, false)))
+    let sub = load(&state, &tenant, &id).await?;
+    Ok(Json(view(&state, &sub, false)))
 }
 
 pub(super) async fn update(
@@ -218,7 +228,7 @@ pub(super) async fn update(
     if !state.engine.ports.subscriptions.update(&sub).await? {
         return Err(ApiError::not_found("subscription"));
     }
-    Ok(Json(view(&sub, false)))
+    Ok(Json(view(&state, &sub, false)))
 }
 
 pub(super) async fn delete(
@@ -262,6 +272,18 @@ pub(super) async fn rotate_secret(
         return Err(ApiError::not_found("subscription"));
     }
     Ok(Json(json!({ "secret": sub.secret.expose() })))
+}
+
+pub(super) async fn enable(
+    State(state): State<AppState>,
+    Path((tenant, id)): Path<(String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    let sub = load(&state, &tenant, &id).await?;
+    match state.engine.enable(sub).await {
+        Ok(sub) => Ok(Json(view(&state, &sub, false))),
+        Err(EnableError::ProbeFailed(reason)) => Err(ApiError::conflict(None, reason)),
+        Err(EnableError::Store(e)) => Err(e.into()),
+    }
 }
 
 pub(super) async fn attempts(

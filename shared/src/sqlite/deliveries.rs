@@ -115,6 +115,7 @@ impl DeliveryQueue for SqliteStore {
                 Finish::RetryAt(at) => ("pending", Some(ms(*at)), None, None),
                 Finish::Parked(reason) => ("parked", None, Some(reason.clone()), Some(now)),
                 Finish::Dropped => ("dropped", None, None, None),
+                Finish::Held => ("held", None, None, None),
             };
             conn.prepare_cached(
                 "UPDATE deliveries SET state = ?2, next_attempt_at = COALESCE(?3, next_attempt_at), \
@@ -216,7 +217,8 @@ impl DeliveryQueue for SqliteStore {
             .query_map(params![tenant.as_str(), event_id.as_str()], |r| {
                 let attempts: u32 = r.get(2)?;
                 let state = match (r.get::<_, String>(1)?.as_str(), attempts) {
-                    ("pending", 0) => "pending",
+                    ("pending" | "held", 0) => "pending",
+                    ("held", _) => "retrying",
                     ("pending", _) => "retrying",
                     ("delivered", _) => "delivered",
                     ("parked", _) => "parked",
@@ -237,34 +239,102 @@ impl DeliveryQueue for SqliteStore {
         })
         .await
     }
+
+    async fn defer(&self, d: &Delivery, until: OffsetDateTime) -> StoreResult<()> {
+        let (seq, until) = (d.seq, ms(until));
+        self.write(move |conn| {
+            conn.prepare_cached(
+                "UPDATE deliveries SET next_attempt_at = ?2 WHERE seq = ?1 AND state = 'pending'",
+            )?
+            .execute(params![seq, until])
+            .map(|_| ())
+        })
+        .await
+    }
+
+    async fn start_backfill(
+        &self,
+        sub: &Subscription,
+        since: OffsetDateTime,
+        until: OffsetDateTime,
+    ) -> StoreResult<()> {
+        let (id, tenant) = (sub.id.clone(), sub.tenant.clone());
+        let (since, until) = (ms(since), ms(until));
+        self.write(move |conn| {
+            conn.execute(
+                "INSERT OR REPLACE INTO backfill_jobs (subscription_id, tenant, until_at, cursor_at, cursor_id, started_at) \
+                 VALUES (?1, ?2, ?3, ?4, '', ?3)",
+                params![id.as_str(), tenant.as_str(), until, since - 1],
+            )
+            .map(|_| ())
+        })
+        .await
+    }
+
+    async fn waiting(&self, sub: &Subscription) -> StoreResult<u64> {
+        let id = sub.id.clone();
+        self.read(move |conn| {
+            conn.query_row(
+                "SELECT COUNT(*) FROM deliveries WHERE subscription_id = ?1 AND state IN ('pending', 'held')",
+                params![id.as_str()],
+                |r| r.get::<_, i64>(0),
+            )
+            .map(|n| n as u64)
+        })
+        .await
+    }
+}
+
+/// Which of a subscription's two lanes: live deliveries, or the backfill
+/// after re-enabling (paced, and never ahead of or behind live ones).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Lane {
+    /// Deliveries from fan-out and replay.
+    Live,
+    /// Deliveries from a backfill.
+    Backfill,
+}
+
+impl Lane {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Live => "live",
+            Self::Backfill => "backfill",
+        }
+    }
 }
 
 impl SqliteStore {
-    /// The head of a lane: the subscription's oldest pending delivery.
-    pub async fn lane_head(&self, sub: &SubscriptionId) -> StoreResult<Option<Delivery>> {
+    /// The head of a lane: its oldest pending delivery.
+    pub async fn lane_head(
+        &self,
+        sub: &SubscriptionId,
+        lane: Lane,
+    ) -> StoreResult<Option<Delivery>> {
         let sub = sub.clone();
         self.read(move |conn| {
             conn.prepare_cached(&format!(
-                "SELECT {DELIVERY_COLUMNS} FROM deliveries WHERE subscription_id = ?1 AND state = 'pending' \
-                 ORDER BY seq LIMIT 1"
+                "SELECT {DELIVERY_COLUMNS} FROM deliveries WHERE subscription_id = ?1 AND lane = ?2 \
+                 AND state = 'pending' ORDER BY seq LIMIT 1"
             ))?
-            .query_row(params![sub.as_str()], delivery_row)
+            .query_row(params![sub.as_str(), lane.as_str()], delivery_row)
             .optional()
         })
         .await
     }
 
     /// Every lane with pending deliveries (read at start to resume work).
-    pub async fn pending_lanes(&self) -> StoreResult<Vec<(TenantId, SubscriptionId)>> {
+    pub async fn pending_lanes(&self) -> StoreResult<Vec<(TenantId, SubscriptionId, Lane)>> {
         self.read(|conn| {
             conn.prepare_cached(
-                "SELECT DISTINCT tenant, subscription_id FROM deliveries WHERE state = 'pending'",
+                "SELECT DISTINCT tenant, subscription_id, lane FROM deliveries WHERE state = 'pending'",
             )?
             .query_map([], |r| {
                 Ok((
                     TenantId::parse(&r.get::<_, String>(0)?).map_err(|_| corrupt("tenant"))?,
                     SubscriptionId::parse(&r.get::<_, String>(1)?)
                         .map_err(|_| corrupt("subscription id"))?,
+                    if r.get::<_, String>(2)? == "backfill" { Lane::Backfill } else { Lane::Live },
                 ))
             })?
             .collect()

@@ -8,6 +8,7 @@
 //! which WAL lets run beside the writer.
 
 mod attempts;
+mod backfill;
 mod deliveries;
 mod events;
 mod schema;
@@ -21,6 +22,9 @@ use rusqlite::Connection;
 use tokio::sync::oneshot;
 
 use crate::ports::{StoreError, StoreResult};
+
+pub use backfill::{BackfillJob, BackfillStep};
+pub use deliveries::Lane;
 
 /// Most writes committed together in one transaction.
 const GROUP_LIMIT: usize = 512;

@@ -40,6 +40,16 @@ CREATE TABLE IF NOT EXISTS events (
     PRIMARY KEY (tenant, id)
 );
 CREATE INDEX IF NOT EXISTS events_by_time ON events (created_at);
+CREATE INDEX IF NOT EXISTS events_by_tenant_time ON events (tenant, created_at, id);
+
+CREATE TABLE IF NOT EXISTS backfill_jobs (
+    subscription_id TEXT PRIMARY KEY,
+    tenant TEXT NOT NULL,
+    until_at INTEGER NOT NULL,
+    cursor_at INTEGER NOT NULL,
+    cursor_id TEXT NOT NULL DEFAULT '',
+    started_at INTEGER NOT NULL
+);
 
 CREATE TABLE IF NOT EXISTS fanout_jobs (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -62,10 +72,11 @@ CREATE TABLE IF NOT EXISTS deliveries (
     last_error TEXT,
     reason TEXT,
     parked_at INTEGER,
-    updated_at INTEGER NOT NULL
+    updated_at INTEGER NOT NULL,
+    lane TEXT NOT NULL DEFAULT 'live'
 );
 CREATE UNIQUE INDEX IF NOT EXISTS deliveries_once ON deliveries (subscription_id, event_id);
-CREATE INDEX IF NOT EXISTS deliveries_lane ON deliveries (subscription_id, state, seq);
+CREATE INDEX IF NOT EXISTS deliveries_lane ON deliveries (subscription_id, lane, state, seq);
 CREATE INDEX IF NOT EXISTS deliveries_by_event ON deliveries (tenant, event_id);
 CREATE INDEX IF NOT EXISTS deliveries_parked ON deliveries (tenant, state, seq);
 

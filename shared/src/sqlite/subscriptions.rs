@@ -217,6 +217,63 @@ impl SubscriptionStore for SqliteStore {
         .await
     }
 
+    async fn suspend(
+        &self,
+        tenant: &TenantId,
+        id: &SubscriptionId,
+        at: time::OffsetDateTime,
+        reason: &str,
+    ) -> StoreResult<bool> {
+        let (tenant, id, reason) = (tenant.clone(), id.clone(), reason.to_owned());
+        self.write(move |conn| {
+            // The guarded transition: only an active subscription moves.
+            let n = conn.execute(
+                "UPDATE subscriptions SET status = 'suspended', suspended_at = ?3, status_reason = ?4, \
+                 updated_at = ?3 WHERE id = ?1 AND tenant = ?2 AND status = 'active' AND deleted_at IS NULL",
+                params![id.as_str(), tenant.as_str(), ms(at), reason],
+            )?;
+            Ok(n == 1)
+        })
+        .await
+    }
+
+    async fn activate(
+        &self,
+        tenant: &TenantId,
+        id: &SubscriptionId,
+        at: time::OffsetDateTime,
+    ) -> StoreResult<bool> {
+        let (tenant, id) = (tenant.clone(), id.clone());
+        let health = json(&Health::default());
+        self.write(move |conn| {
+            let n = conn.execute(
+                "UPDATE subscriptions SET status = 'active', suspended_at = NULL, status_reason = NULL, \
+                 health = ?4, updated_at = ?3 \
+                 WHERE id = ?1 AND tenant = ?2 AND status = 'suspended' AND deleted_at IS NULL",
+                params![id.as_str(), tenant.as_str(), ms(at), health],
+            )?;
+            Ok(n == 1)
+        })
+        .await
+    }
+
+    async fn set_status_reason(
+        &self,
+        tenant: &TenantId,
+        id: &SubscriptionId,
+        reason: &str,
+    ) -> StoreResult<()> {
+        let (tenant, id, reason) = (tenant.clone(), id.clone(), reason.to_owned());
+        self.write(move |conn| {
+            conn.execute(
+                "UPDATE subscriptions SET status_reason = ?3 WHERE id = ?1 AND tenant = ?2",
+                params![id.as_str(), tenant.as_str(), reason],
+            )
+            .map(|_| ())
+        })
+        .await
+    }
+
     async fn record_health(
         &self,
         tenant: &TenantId,

@@ -35,7 +35,10 @@ impl Harness for Sqlite {
         Arc::new(self.store.clone())
     }
     async fn next_delivery(&self, sub: &SubscriptionId) -> Option<Delivery> {
-        self.store.lane_head(sub).await.expect("lane head")
+        self.store
+            .lane_head(sub, super::Lane::Live)
+            .await
+            .expect("lane head")
     }
 }
 
@@ -104,7 +107,12 @@ async fn deleting_a_subscription_drops_its_queued_deliveries_and_refuses_new_att
         spill: false,
     };
     h.store.enqueue(&[d]).await.unwrap();
-    let head = h.store.lane_head(&sub.id).await.unwrap().expect("queued");
+    let head = h
+        .store
+        .lane_head(&sub.id, super::Lane::Live)
+        .await
+        .unwrap()
+        .expect("queued");
     assert_eq!(
         h.store.delete(&t, &sub.id).await.unwrap(),
         Some(1),
@@ -113,5 +121,10 @@ async fn deleting_a_subscription_drops_its_queued_deliveries_and_refuses_new_att
     let now = time::OffsetDateTime::now_utc();
     let lease = now + time::Duration::seconds(30);
     assert!(!h.store.begin_attempt(&head, now, lease).await.unwrap());
-    assert!(h.store.lane_head(&sub.id).await.unwrap().is_none());
+    assert!(h
+        .store
+        .lane_head(&sub.id, super::Lane::Live)
+        .await
+        .unwrap()
+        .is_none());
 }

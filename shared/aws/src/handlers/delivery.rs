@@ -84,7 +84,10 @@ async fn process(ctx: &Deliver, m: SqsMessage) -> Outcome {
         }
         record = Default::default();
     }
-    if matches!(record.state.as_str(), "delivered" | "parked" | "dropped") {
+    if matches!(
+        record.state.as_str(),
+        "delivered" | "parked" | "dropped" | "held"
+    ) {
         return Outcome::Done;
     }
     let now = OffsetDateTime::now_utc();
@@ -105,7 +108,9 @@ async fn process(ctx: &Deliver, m: SqsMessage) -> Outcome {
         next_attempt_at: now,
     };
     match ctx.engine.deliver(&d).await {
-        Ok(Step::Retrying(at)) => back_off(ctx, &m, at - OffsetDateTime::now_utc()).await,
+        Ok(Step::Retrying(at) | Step::Deferred(at)) => {
+            back_off(ctx, &m, at - OffsetDateTime::now_utc()).await
+        }
         Ok(_) => Outcome::Done,
         Err(e) => {
             error!(error = %e, "delivery step failed");

@@ -13,7 +13,7 @@ use hooklane_core::engine::Engine;
 use tracing::{error, info, warn};
 
 use super::{run_groups, Outcome};
-use crate::messages::FanOutMessage;
+use crate::messages::{BackfillMessage, FanOutMessage};
 use crate::AwsStore;
 
 /// Pages (of 500 subscriptions) one pass fans out before checking time.
@@ -52,8 +52,13 @@ async fn process(ctx: &FanOut, m: SqsMessage, started: Instant) -> Outcome {
         warn!(message_id = ?m.message_id, "unreadable fan-out message");
         return Outcome::Poison;
     };
-    let (Ok(tenant), Ok(event_id)) = (TenantId::parse(&msg.tenant), EventId::parse(&msg.event_id))
-    else {
+    let Ok(tenant) = TenantId::parse(&msg.tenant) else {
+        return Outcome::Poison;
+    };
+    if let Some(job) = &msg.backfill {
+        return backfill(ctx, &m, &tenant, job).await;
+    }
+    let Ok(event_id) = EventId::parse(&msg.event_id) else {
         return Outcome::Poison;
     };
     let event = match hooklane_core::ports::EventArchive::get(&ctx.store, &tenant, &event_id).await
@@ -110,6 +115,48 @@ async fn process(ctx: &FanOut, m: SqsMessage, started: Instant) -> Outcome {
     }
 }
 
+/// One pass of a backfill; between passes the job waits out a ten-second
+/// visibility, which is what paces it.
+async fn backfill(
+    ctx: &FanOut,
+    m: &SqsMessage,
+    tenant: &TenantId,
+    job: &BackfillMessage,
+) -> Outcome {
+    match ctx
+        .store
+        .backfill_pass(tenant, job, ctx.engine.config.backfill_rate)
+        .await
+    {
+        Ok(true) => {
+            info!(subscription_id = %job.subscription_id, "backfill finished");
+            Outcome::Done
+        }
+        Ok(false) => {
+            set_visibility(ctx, m, 10).await;
+            Outcome::Retry
+        }
+        Err(e) => {
+            error!(error = %e, "backfill pass failed");
+            Outcome::Retry
+        }
+    }
+}
+
+async fn set_visibility(ctx: &FanOut, m: &SqsMessage, secs: i32) {
+    if let Some(handle) = &m.receipt_handle {
+        let _ = ctx
+            .store
+            .sqs()
+            .change_message_visibility()
+            .queue_url(&ctx.store.settings().ingest_queue_url)
+            .receipt_handle(handle)
+            .visibility_timeout(secs)
+            .send()
+            .await;
+    }
+}
+
 /// Saves the cursor and makes the message visible again at once.
 async fn hand_back(
     ctx: &FanOut,
@@ -127,16 +174,6 @@ async fn hand_back(
             error!(error = %e, "saving fan-out cursor failed");
         }
     }
-    if let Some(handle) = &m.receipt_handle {
-        let _ = ctx
-            .store
-            .sqs()
-            .change_message_visibility()
-            .queue_url(&ctx.store.settings().ingest_queue_url)
-            .receipt_handle(handle)
-            .visibility_timeout(0)
-            .send()
-            .await;
-    }
+    set_visibility(ctx, m, 0).await;
     Outcome::Retry
 }

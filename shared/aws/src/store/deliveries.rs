@@ -77,6 +77,7 @@ fn message_of(d: &NewDelivery) -> DeliveryMessage {
         subscription_id: d.subscription_id.as_str().to_owned(),
         event_id: d.event_id.as_str().to_owned(),
         event_type: d.event_type.as_str().to_owned(),
+        lane: None,
     }
 }
 
@@ -103,7 +104,7 @@ impl AwsStore {
                     SendMessageBatchRequestEntry::builder()
                         .id(i.to_string())
                         .message_body(serde_json::to_string(m).map_err(backend)?)
-                        .message_group_id(&m.subscription_id)
+                        .message_group_id(m.group())
                         .message_deduplication_id(dedup_id(&[
                             &m.event_id,
                             &m.subscription_id,
@@ -170,6 +171,40 @@ impl AwsStore {
         }
     }
 
+    /// Marks a suspended subscription's delivery as held (the backfill
+    /// after re-enabling covers it), creating the record if needed.
+    async fn hold(&self, d: &Delivery) -> StoreResult<()> {
+        let now = OffsetDateTime::now_utc();
+        let res = self
+            .ddb
+            .update_item()
+            .table_name(&self.settings.table)
+            .key("pk", s(record_pk(&d.subscription_id)))
+            .key("sk", s(record_sk(&d.event_id)))
+            .update_expression(
+                "SET #state = :held, tenant = :t, subscription_id = :s, event_id = :e, event_type = :ty, \
+                 attempts = if_not_exists(attempts, :zero), gsi1pk = :g1, gsi1sk = :s, expires_at = :exp",
+            )
+            .condition_expression("attribute_not_exists(pk) OR #state = :pending")
+            .expression_attribute_names("#state", "state")
+            .expression_attribute_values(":held", s("held"))
+            .expression_attribute_values(":pending", s("pending"))
+            .expression_attribute_values(":zero", n(0))
+            .expression_attribute_values(":t", s(d.tenant.as_str()))
+            .expression_attribute_values(":s", s(d.subscription_id.as_str()))
+            .expression_attribute_values(":e", s(d.event_id.as_str()))
+            .expression_attribute_values(":ty", s(d.event_type.as_str()))
+            .expression_attribute_values(":g1", s(by_event_pk(&d.tenant, &d.event_id)))
+            .expression_attribute_values(":exp", n(now.unix_timestamp() + RETENTION_SECS))
+            .send()
+            .await;
+        match res {
+            Ok(_) => Ok(()),
+            Err(e) if is_condition_failed(&e) => Ok(()),
+            Err(e) => Err(backend(e)),
+        }
+    }
+
     /// Reads a delivery record (consistent).
     pub async fn delivery_record(
         &self,
@@ -200,6 +235,7 @@ impl AwsStore {
             subscription_id: d.subscription_id.as_str().to_owned(),
             event_id: d.event_id.as_str().to_owned(),
             event_type: d.event_type.as_str().to_owned(),
+            lane: None,
         };
         let first = d.first_attempt_at.unwrap_or(last.started_at);
         let mut attrs: HashMap<String, MessageAttributeValue> = HashMap::new();
@@ -305,6 +341,24 @@ impl DeliveryQueue for AwsStore {
         }
     }
 
+    async fn defer(&self, _: &Delivery, _: OffsetDateTime) -> StoreResult<()> {
+        // The delivery function backs the message off by visibility.
+        Ok(())
+    }
+
+    async fn start_backfill(
+        &self,
+        sub: &Subscription,
+        since: OffsetDateTime,
+        until: OffsetDateTime,
+    ) -> StoreResult<()> {
+        self.send_backfill(sub, since, until).await
+    }
+
+    async fn waiting(&self, sub: &Subscription) -> StoreResult<u64> {
+        self.spilled_count(sub).await
+    }
+
     async fn finish(
         &self,
         d: &Delivery,
@@ -312,6 +366,9 @@ impl DeliveryQueue for AwsStore {
         finish: &Finish,
         last: &Attempt,
     ) -> StoreResult<()> {
+        if matches!(finish, Finish::Held) {
+            return self.hold(d).await;
+        }
         let now = OffsetDateTime::now_utc();
         let mut req = self
             .ddb
@@ -333,7 +390,7 @@ impl DeliveryQueue for AwsStore {
         }
         let state = match finish {
             Finish::Delivered => "delivered",
-            Finish::Dropped => "dropped",
+            Finish::Dropped | Finish::Held => "dropped",
             Finish::RetryAt(at) => {
                 set.push("next_attempt_at = :next");
                 req = req.expression_attribute_values(":next", n(ms(*at)));
@@ -442,6 +499,7 @@ impl DeliveryQueue for AwsStore {
                 subscription_id: dl.subscription_id.as_str().to_owned(),
                 event_id: dl.event_id.as_str().to_owned(),
                 event_type: dl.event_type.as_str().to_owned(),
+                lane: None,
             };
             self.send_deliveries(std::slice::from_ref(&msg), &format!("replay-{}", ms(now)))
                 .await?;
@@ -509,7 +567,8 @@ impl DeliveryQueue for AwsStore {
 fn view(item: &Item) -> StoreResult<DeliveryView> {
     let attempts = get_n(item, "attempts").unwrap_or(0) as u32;
     let state = match (get_s(item, "state").unwrap_or("pending"), attempts) {
-        ("pending", 0) => "pending",
+        ("pending" | "held", 0) => "pending",
+        ("held", _) => "retrying",
         ("pending", _) => "retrying",
         ("delivered", _) => "delivered",
         ("parked", _) => "parked",

@@ -58,6 +58,7 @@ impl AwsStore {
         let body = serde_json::to_string(&FanOutMessage {
             tenant: tenant.as_str().to_owned(),
             event_id: id.as_str().to_owned(),
+            backfill: None,
         })
         .map_err(backend)?;
         self.sqs

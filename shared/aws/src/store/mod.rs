@@ -13,6 +13,7 @@
 //! TTL deletion can be days late, so reads drop expired items in code.
 
 mod attempts;
+mod backfill;
 mod deliveries;
 mod events;
 mod resources;

@@ -39,7 +39,37 @@ pub(crate) fn from_item(item: Item) -> StoreResult<Option<Subscription>> {
         .map_err(|_| corrupt("subscription"))
 }
 
+type UpdateBuilder = aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
+
 impl AwsStore {
+    /// A guarded status change (`ConditionExpression` on the current
+    /// status); `true` only when it took effect.
+    async fn transition(
+        &self,
+        tenant: &TenantId,
+        id: &SubscriptionId,
+        update: &str,
+        (from, to): (&str, &str),
+        values: impl FnOnce(UpdateBuilder) -> UpdateBuilder,
+    ) -> StoreResult<bool> {
+        let req = self
+            .ddb
+            .update_item()
+            .table_name(&self.settings.table)
+            .key("pk", s(tenant_pk(tenant)))
+            .key("sk", s(sub_sk(id)))
+            .update_expression(update)
+            .condition_expression("#status = :from AND attribute_not_exists(deleted_at)")
+            .expression_attribute_names("#status", "status")
+            .expression_attribute_values(":from", s(from))
+            .expression_attribute_values(":to", s(to));
+        match values(req).send().await {
+            Ok(_) => Ok(true),
+            Err(e) if is_condition_failed(&e) => Ok(false),
+            Err(e) => Err(backend(e)),
+        }
+    }
+
     /// A tenant's live subscriptions with ids after `after`, in id order,
     /// until `keep` has taken `limit` of them.
     async fn scan_tenant(
@@ -236,6 +266,64 @@ impl SubscriptionStore for AwsStore {
                 && sub.filters.iter().any(|f| f.matches(event_type))
         })
         .await
+    }
+
+    async fn suspend(
+        &self,
+        tenant: &TenantId,
+        id: &SubscriptionId,
+        at: time::OffsetDateTime,
+        reason: &str,
+    ) -> StoreResult<bool> {
+        // The guarded transition: only an active subscription moves.
+        let update =
+            "SET #status = :to, suspended_at = :at, status_reason = :reason, updated_at = :at";
+        self.transition(tenant, id, update, ("active", "suspended"), |req| {
+            req.expression_attribute_values(":at", n(ms(at)))
+                .expression_attribute_values(":reason", s(reason))
+        })
+        .await
+    }
+
+    async fn activate(
+        &self,
+        tenant: &TenantId,
+        id: &SubscriptionId,
+        at: time::OffsetDateTime,
+    ) -> StoreResult<bool> {
+        let health = serde_dynamo::to_attribute_value(Health::default()).map_err(backend)?;
+        let update = "SET #status = :to, health = :health, updated_at = :at REMOVE suspended_at, status_reason";
+        self.transition(tenant, id, update, ("suspended", "active"), |req| {
+            req.expression_attribute_values(":at", n(ms(at)))
+                .expression_attribute_values(":health", health)
+        })
+        .await
+    }
+
+    async fn set_status_reason(
+        &self,
+        tenant: &TenantId,
+        id: &SubscriptionId,
+        reason: &str,
+    ) -> StoreResult<()> {
+        self.ddb
+            .update_item()
+            .table_name(&self.settings.table)
+            .key("pk", s(tenant_pk(tenant)))
+            .key("sk", s(sub_sk(id)))
+            .update_expression("SET status_reason = :r")
+            .condition_expression("attribute_exists(pk)")
+            .expression_attribute_values(":r", s(reason))
+            .send()
+            .await
+            .map(|_| ())
+            .or_else(|e| {
+                if is_condition_failed(&e) {
+                    Ok(())
+                } else {
+                    Err(backend(e))
+                }
+            })
     }
 
     async fn record_health(

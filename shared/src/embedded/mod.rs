@@ -1,34 +1,35 @@
 //! The embedded runtime behind `hooklane serve`: the engine over the SQLite
 //! adapter, a fan-out worker, and one lane task per subscription.
 //!
-//! Lanes: every subscription with pending deliveries has its own task that
-//! attempts its oldest pending delivery, waits for its retry time, and
-//! moves on; lanes share nothing but a per-tenant semaphore, so a
-//! subscription whose receiver hangs delays no other subscription (G2, G5).
-//! A lane task exits when its lane is empty and is started again by the
-//! next wake-up. All state lives in SQLite: on restart every lane with
-//! pending rows is started again, and an attempt that was in flight when
-//! the process died is due again when its lease runs out.
+//! Lanes ([`lanes`]): every subscription with pending deliveries has its
+//! own task; a re-enabled one also has a backfill lane, fed at a bounded
+//! rate by the backfill worker. All state lives in SQLite: on restart every
+//! lane with pending rows is started again, and an attempt that was in
+//! flight when the process died is due again when its lease runs out.
 
-use std::collections::HashMap;
+mod lanes;
+
+use std::collections::HashSet;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::{mpsc, Notify, Semaphore};
+use tokio::sync::{mpsc, Notify};
 use tracing::{error, info, warn};
 
 use crate::config::Config;
 use crate::domain::{SubscriptionId, TenantId};
-use crate::engine::{Engine, Ports, Step};
-use crate::ports::{StoreResult, SystemClock, Wakeup};
+use crate::engine::{Engine, Ports};
+use crate::health::backfill_interval;
+use crate::ports::{NoNotifier, StoreResult, SystemClock, Wakeup};
 use crate::sender::HttpSender;
-use crate::sqlite::SqliteStore;
+use crate::sqlite::{BackfillStep, Lane, SqliteStore};
+use lanes::Lanes;
 
 /// How many fan-out jobs the worker takes at a time.
 const FAN_OUT_BATCH: usize = 64;
 /// Pause after a storage error before a worker tries again.
-const ERROR_PAUSE: Duration = Duration::from_millis(500);
+pub(crate) const ERROR_PAUSE: Duration = Duration::from_millis(500);
 /// How often expired rows are purged.
 const PURGE_EVERY: Duration = Duration::from_secs(3600);
 /// How long events, attempts and parked deliveries are kept.
@@ -37,6 +38,7 @@ pub const RETENTION: time::Duration = time::Duration::days(14);
 /// Wake-ups from the engine to the embedded workers, over channels.
 struct ChannelWakeup {
     fan_out: Arc<Notify>,
+    backfill: Arc<Notify>,
     lanes: mpsc::UnboundedSender<(TenantId, SubscriptionId)>,
 }
 
@@ -50,6 +52,10 @@ impl Wakeup for ChannelWakeup {
             let _ = self.lanes.send((tenant.clone(), s.clone()));
         }
     }
+
+    fn backfill(&self) {
+        self.backfill.notify_one();
+    }
 }
 
 /// A running embedded engine: the engine, its store, and its workers.
@@ -60,20 +66,6 @@ pub struct Embedded {
     pub store: SqliteStore,
 }
 
-/// A lane's registration: `generation` moves on every wake-up, so a lane
-/// that found its queue empty exits only if nothing arrived meanwhile.
-struct LaneEntry {
-    generation: u64,
-    wake: Arc<Notify>,
-}
-
-struct Lanes {
-    engine: Arc<Engine>,
-    store: SqliteStore,
-    lanes: Mutex<HashMap<SubscriptionId, LaneEntry>>,
-    tenants: Mutex<HashMap<TenantId, Arc<Semaphore>>>,
-}
-
 impl Embedded {
     /// Opens the database, builds the engine and starts the workers on the
     /// current Tokio runtime.
@@ -81,6 +73,7 @@ impl Embedded {
         let store = SqliteStore::open(db)?;
         let sender = HttpSender::new(config.egress, config.attempt_timeout)?;
         let fan_out = Arc::new(Notify::new());
+        let backfill = Arc::new(Notify::new());
         let (lane_tx, lane_rx) = mpsc::unbounded_channel();
         let ports = Ports {
             subscriptions: Arc::new(store.clone()),
@@ -91,19 +84,18 @@ impl Embedded {
             sender: Arc::new(sender),
             wakeup: Arc::new(ChannelWakeup {
                 fan_out: fan_out.clone(),
+                backfill: backfill.clone(),
                 lanes: lane_tx,
             }),
+            notifier: Arc::new(NoNotifier),
         };
         let engine = Engine::new(ports, config);
-        let lanes = Arc::new(Lanes {
-            engine: engine.clone(),
-            store: store.clone(),
-            lanes: Mutex::new(HashMap::new()),
-            tenants: Mutex::new(HashMap::new()),
-        });
-        for (tenant, sub) in store.pending_lanes().await? {
-            lanes.poke(tenant, sub);
+        engine.ensure_operator_subscription().await?;
+        let lanes = Lanes::new(engine.clone(), store.clone());
+        for (tenant, sub, lane) in store.pending_lanes().await? {
+            lanes.poke(tenant, sub, lane);
         }
+        tokio::spawn(backfill_worker(lanes.clone(), store.clone(), backfill));
         tokio::spawn(dispatch(lanes, lane_rx));
         tokio::spawn(fan_out_worker(engine.clone(), store.clone(), fan_out));
         tokio::spawn(purge_worker(store.clone()));
@@ -114,7 +106,72 @@ impl Embedded {
 /// Routes lane wake-ups to lane tasks.
 async fn dispatch(lanes: Arc<Lanes>, mut rx: mpsc::UnboundedReceiver<(TenantId, SubscriptionId)>) {
     while let Some((tenant, sub)) = rx.recv().await {
-        lanes.poke(tenant, sub);
+        lanes.poke(tenant, sub, Lane::Live);
+    }
+}
+
+/// Runs every backfill in progress, each paced at the configured rate
+/// (ramping up from a quarter of it), feeding its subscription's backfill
+/// lane one delivery at a time.
+async fn backfill_worker(lanes: Arc<Lanes>, store: SqliteStore, wake: Arc<Notify>) {
+    let running: Arc<Mutex<HashSet<SubscriptionId>>> = Default::default();
+    loop {
+        match store.backfill_jobs().await {
+            Ok(jobs) => {
+                for job in jobs {
+                    let fresh = running
+                        .lock()
+                        .is_ok_and(|mut r| r.insert(job.subscription_id.clone()));
+                    if fresh {
+                        tokio::spawn(run_backfill(
+                            lanes.clone(),
+                            store.clone(),
+                            job,
+                            running.clone(),
+                        ));
+                    }
+                }
+            }
+            Err(e) => error!(error = %e, "reading backfill jobs failed"),
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(5), wake.notified()).await;
+    }
+}
+
+async fn run_backfill(
+    lanes: Arc<Lanes>,
+    store: SqliteStore,
+    job: crate::sqlite::BackfillJob,
+    running: Arc<Mutex<HashSet<SubscriptionId>>>,
+) {
+    let rate = lanes.engine().config.backfill_rate;
+    loop {
+        match store.backfill_step(&job.subscription_id).await {
+            Ok(BackfillStep::Done) => break,
+            Ok(BackfillStep::Skipped) => continue,
+            Ok(BackfillStep::Queued) => {
+                lanes.poke(
+                    job.tenant.clone(),
+                    job.subscription_id.clone(),
+                    Lane::Backfill,
+                );
+                let elapsed = (time::OffsetDateTime::now_utc() - job.started_at)
+                    .try_into()
+                    .unwrap_or_default();
+                tokio::time::sleep(backfill_interval(rate, elapsed)).await;
+            }
+            Err(e) => {
+                error!(error = %e, "backfill step failed");
+                tokio::time::sleep(ERROR_PAUSE).await;
+            }
+        }
+    }
+    info!(
+        subscription_id = job.subscription_id.as_str(),
+        "backfill finished"
+    );
+    if let Ok(mut r) = running.lock() {
+        r.remove(&job.subscription_id);
     }
 }
 
@@ -172,111 +229,6 @@ async fn purge_worker(store: SqliteStore) {
             Err(e) => warn!(error = %e, "purge failed"),
         }
         tokio::time::sleep(PURGE_EVERY).await;
-    }
-}
-
-impl Lanes {
-    /// Wakes the subscription's lane, starting it if it is not running.
-    fn poke(self: &Arc<Self>, tenant: TenantId, sub: SubscriptionId) {
-        let Ok(mut map) = self.lanes.lock() else {
-            return;
-        };
-        if let Some(entry) = map.get_mut(&sub) {
-            entry.generation += 1;
-            entry.wake.notify_one();
-            return;
-        }
-        let wake = Arc::new(Notify::new());
-        map.insert(
-            sub.clone(),
-            LaneEntry {
-                generation: 0,
-                wake: wake.clone(),
-            },
-        );
-        tokio::spawn(self.clone().run_lane(tenant, sub, wake));
-    }
-
-    fn tenant_permits(&self, tenant: &TenantId) -> Arc<Semaphore> {
-        let limit = self.engine.config.tenant_max_in_flight;
-        match self.tenants.lock() {
-            Ok(mut map) => map
-                .entry(tenant.clone())
-                .or_insert_with(|| Arc::new(Semaphore::new(limit)))
-                .clone(),
-            Err(_) => Arc::new(Semaphore::new(limit)),
-        }
-    }
-
-    fn generation(&self, sub: &SubscriptionId) -> u64 {
-        self.lanes
-            .lock()
-            .ok()
-            .and_then(|m| m.get(sub).map(|e| e.generation))
-            .unwrap_or(0)
-    }
-
-    /// Removes the lane unless it was woken since `seen` (or always, when
-    /// `seen` is `None`); `true` when removed.
-    fn retire(&self, sub: &SubscriptionId, seen: Option<u64>) -> bool {
-        let Ok(mut map) = self.lanes.lock() else {
-            return true;
-        };
-        let current = map.get(sub).map(|e| e.generation);
-        if seen.is_none() || current == seen {
-            map.remove(sub);
-            return true;
-        }
-        false
-    }
-
-    /// One lane: attempt the head, wait for its retry time, repeat.
-    async fn run_lane(self: Arc<Self>, tenant: TenantId, sub: SubscriptionId, wake: Arc<Notify>) {
-        let permits = self.tenant_permits(&tenant);
-        loop {
-            let seen = self.generation(&sub);
-            let head = match self.store.lane_head(&sub).await {
-                Ok(h) => h,
-                Err(e) => {
-                    error!(subscription_id = sub.as_str(), error = %e, "reading lane failed");
-                    tokio::time::sleep(ERROR_PAUSE).await;
-                    continue;
-                }
-            };
-            let Some(d) = head else {
-                if self.retire(&sub, Some(seen)) {
-                    return;
-                }
-                continue;
-            };
-            let now = self.engine.ports.clock.now();
-            if d.next_attempt_at > now {
-                let wait: Duration = (d.next_attempt_at - now).try_into().unwrap_or_default();
-                tokio::select! {
-                    _ = tokio::time::sleep(wait) => {}
-                    _ = wake.notified() => {}
-                }
-                continue;
-            }
-            let Ok(permit) = permits.clone().acquire_owned().await else {
-                return;
-            };
-            let step = self.engine.deliver(&d).await;
-            drop(permit);
-            match step {
-                Ok(Step::Skipped) => {
-                    // Not attemptable now (suspended, or taken): the lane
-                    // restarts on its next wake-up.
-                    self.retire(&sub, None);
-                    return;
-                }
-                Ok(_) => {}
-                Err(e) => {
-                    error!(subscription_id = sub.as_str(), error = %e, "delivery step failed");
-                    tokio::time::sleep(ERROR_PAUSE).await;
-                }
-            }
-        }
     }
 }
 

@@ -1,0 +1,253 @@
+//! The backfill on AWS: re-enabling sends one job to the ingest queue
+//! (group `backfill-{subscription}`); the fan-out function runs it in
+//! passes of about ten seconds' worth of deliveries at the configured rate
+//! (ramping up from a quarter of it over two minutes), handing the job back
+//! with a ten-second visibility between passes. Each backfilled event goes
+//! to the subscription's own backfill message group (`{sub}#backfill`), so
+//! it never holds up live deliveries. Events the subscription already has
+//! (delivered, or pending) and events its filters do not match are
+//! skipped. The pass's position is kept in `B#{subscription}`.
+
+use std::time::Duration;
+
+use hooklane_core::domain::{
+    EventId, EventType, Subscription, SubscriptionId, SubscriptionStatus, TenantId,
+};
+use hooklane_core::health::backfill_interval;
+use hooklane_core::ports::{StoreResult, SubscriptionStore};
+use hooklane_core::record::{from_ms, ms};
+use time::OffsetDateTime;
+
+use super::deliveries::{record_pk, record_sk};
+use super::subscriptions::{sub_sk, tenant_pk};
+use super::{backend, get_n, get_s, is_condition_failed, AwsStore, Item};
+use crate::messages::{dedup_id, BackfillMessage, DeliveryMessage, FanOutMessage};
+use crate::{n, s};
+
+/// How much of the rate one pass sends: ten seconds' worth.
+const PASS: Duration = Duration::from_secs(10);
+
+fn cursor_pk(sub: &str) -> String {
+    format!("B#{sub}")
+}
+
+impl AwsStore {
+    /// Schedules a backfill on the ingest queue.
+    pub(crate) async fn send_backfill(
+        &self,
+        sub: &Subscription,
+        since: OffsetDateTime,
+        until: OffsetDateTime,
+    ) -> StoreResult<()> {
+        let job = BackfillMessage {
+            subscription_id: sub.id.as_str().to_owned(),
+            since: ms(since),
+            until: ms(until),
+            started: ms(until),
+        };
+        let body = serde_json::to_string(&FanOutMessage {
+            tenant: sub.tenant.as_str().to_owned(),
+            event_id: String::new(),
+            backfill: Some(job),
+        })
+        .map_err(backend)?;
+        self.sqs
+            .send_message()
+            .queue_url(&self.settings.ingest_queue_url)
+            .message_group_id(format!("backfill-{}", sub.id.as_str()))
+            .message_deduplication_id(dedup_id(&[
+                sub.id.as_str(),
+                "backfill",
+                &ms(until).to_string(),
+            ]))
+            .message_body(body)
+            .send()
+            .await
+            .map_err(backend)?;
+        Ok(())
+    }
+
+    /// How many deliveries a subscription has spilled (waiting in DynamoDB).
+    pub(crate) async fn spilled_count(&self, sub: &Subscription) -> StoreResult<u64> {
+        let resp = self
+            .ddb
+            .get_item()
+            .table_name(&self.settings.table)
+            .key("pk", s(tenant_pk(&sub.tenant)))
+            .key("sk", s(sub_sk(&sub.id)))
+            .projection_expression("spilled")
+            .send()
+            .await
+            .map_err(backend)?;
+        Ok(resp
+            .item
+            .and_then(|i| get_n(&i, "spilled"))
+            .unwrap_or(0)
+            .max(0) as u64)
+    }
+
+    /// A tenant's archived events accepted in `[since, until]`, oldest
+    /// first: (acceptance time, id, type).
+    async fn events_between(
+        &self,
+        tenant: &TenantId,
+        since: i64,
+        until: i64,
+    ) -> StoreResult<Vec<(i64, String, String)>> {
+        let mut out = Vec::new();
+        let mut start: Option<Item> = None;
+        loop {
+            let resp = self
+                .ddb
+                .query()
+                .table_name(&self.settings.table)
+                .key_condition_expression("pk = :pk AND begins_with(sk, :e)")
+                .filter_expression("created_at BETWEEN :since AND :until")
+                .projection_expression("id, #type, created_at")
+                .expression_attribute_names("#type", "type")
+                .expression_attribute_values(":pk", s(tenant_pk(tenant)))
+                .expression_attribute_values(":e", s("E#"))
+                .expression_attribute_values(":since", n(since))
+                .expression_attribute_values(":until", n(until))
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(backend)?;
+            for i in resp.items.unwrap_or_default() {
+                if let (Some(at), Some(id), Some(ty)) =
+                    (get_n(&i, "created_at"), get_s(&i, "id"), get_s(&i, "type"))
+                {
+                    out.push((at, id.to_owned(), ty.to_owned()));
+                }
+            }
+            match resp.last_evaluated_key {
+                Some(k) if !k.is_empty() => start = Some(k),
+                _ => break,
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    async fn cursor(&self, sub: &str) -> StoreResult<usize> {
+        let resp = self
+            .ddb
+            .get_item()
+            .table_name(&self.settings.table)
+            .key("pk", s(cursor_pk(sub)))
+            .key("sk", s("B"))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(backend)?;
+        Ok(resp
+            .item
+            .and_then(|i| get_n(&i, "next"))
+            .unwrap_or(0)
+            .max(0) as usize)
+    }
+
+    async fn save_cursor(&self, sub: &str, next: Option<usize>) -> StoreResult<()> {
+        let table = &self.settings.table;
+        match next {
+            Some(next) => self
+                .ddb
+                .put_item()
+                .table_name(table)
+                .item("pk", s(cursor_pk(sub)))
+                .item("sk", s("B"))
+                .item("next", n(next))
+                .send()
+                .await
+                .map(|_| ())
+                .map_err(backend),
+            None => self
+                .ddb
+                .delete_item()
+                .table_name(table)
+                .key("pk", s(cursor_pk(sub)))
+                .key("sk", s("B"))
+                .send()
+                .await
+                .map(|_| ())
+                .map_err(backend),
+        }
+    }
+
+    /// Makes a held, parked or never-attempted delivery pending again with
+    /// a fresh ladder; `false` when the subscription already has it.
+    async fn reset_for_backfill(&self, sub: &SubscriptionId, event: &EventId) -> StoreResult<bool> {
+        let res = self
+            .ddb
+            .update_item()
+            .table_name(&self.settings.table)
+            .key("pk", s(record_pk(sub)))
+            .key("sk", s(record_sk(event)))
+            .update_expression(
+                "SET #state = :pending, attempts = :zero \
+                 REMOVE gsi2pk, gsi2sk, reason, parked_at, first_attempt_at, next_attempt_at",
+            )
+            .condition_expression("attribute_not_exists(pk) OR #state IN (:parked, :held)")
+            .expression_attribute_names("#state", "state")
+            .expression_attribute_values(":pending", s("pending"))
+            .expression_attribute_values(":parked", s("parked"))
+            .expression_attribute_values(":held", s("held"))
+            .expression_attribute_values(":zero", n(0))
+            .send()
+            .await;
+        match res {
+            Ok(_) => Ok(true),
+            Err(e) if is_condition_failed(&e) => Ok(false),
+            Err(e) => Err(backend(e)),
+        }
+    }
+
+    /// Runs one pass of a backfill at `rate` per second; `true` when the
+    /// backfill is finished.
+    pub(crate) async fn backfill_pass(
+        &self,
+        tenant: &TenantId,
+        job: &BackfillMessage,
+        rate: f64,
+    ) -> StoreResult<bool> {
+        let Ok(sub_id) = SubscriptionId::parse(&job.subscription_id) else {
+            return Ok(true);
+        };
+        let sub = match SubscriptionStore::get(self, tenant, &sub_id).await? {
+            Some(sub) if sub.status == SubscriptionStatus::Active => sub,
+            _ => return Ok(true),
+        };
+        let events = self.events_between(tenant, job.since, job.until).await?;
+        let mut next = self.cursor(&job.subscription_id).await?;
+        let elapsed = (OffsetDateTime::now_utc() - from_ms(job.started))
+            .try_into()
+            .unwrap_or_default();
+        let budget =
+            (PASS.as_secs_f64() / backfill_interval(rate, elapsed).as_secs_f64()).max(1.0) as usize;
+        let mut batch = Vec::new();
+        while next < events.len() && batch.len() < budget {
+            let (_, id, ty) = &events[next];
+            next += 1;
+            let matches =
+                EventType::parse(ty).is_ok_and(|t| sub.filters.iter().any(|f| f.matches(&t)));
+            let Ok(event) = EventId::parse(id) else {
+                continue;
+            };
+            if matches && self.reset_for_backfill(&sub.id, &event).await? {
+                batch.push(DeliveryMessage {
+                    tenant: tenant.as_str().to_owned(),
+                    subscription_id: sub.id.as_str().to_owned(),
+                    event_id: id.clone(),
+                    event_type: ty.clone(),
+                    lane: Some("backfill".into()),
+                });
+            }
+        }
+        self.send_deliveries(&batch, &format!("backfill-{}", job.started))
+            .await?;
+        let done = next >= events.len();
+        self.save_cursor(&job.subscription_id, (!done).then_some(next))
+            .await?;
+        Ok(done)
+    }
+}

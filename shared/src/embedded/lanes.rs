@@ -1,0 +1,156 @@
+//! Lanes of the embedded runtime: one task per (subscription, lane) with
+//! pending deliveries. A lane attempts its oldest pending delivery, waits
+//! for its retry time (or its open breaker), and moves on; lanes share
+//! nothing but a per-tenant semaphore, so a subscription whose receiver
+//! hangs delays no other subscription (G2, G5). A lane task exits when its
+//! lane is empty and is started again by the next wake-up.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::{Notify, Semaphore};
+use tracing::error;
+
+use super::ERROR_PAUSE;
+use crate::domain::{SubscriptionId, TenantId};
+use crate::engine::{Engine, Step};
+use crate::sqlite::{Lane, SqliteStore};
+
+type Key = (SubscriptionId, Lane);
+
+/// A lane's registration: `generation` moves on every wake-up, so a lane
+/// that found its queue empty exits only if nothing arrived meanwhile.
+struct Entry {
+    generation: u64,
+    wake: Arc<Notify>,
+}
+
+/// Every running lane, and the per-tenant bound on attempts in flight.
+pub(super) struct Lanes {
+    engine: Arc<Engine>,
+    store: SqliteStore,
+    lanes: Mutex<HashMap<Key, Entry>>,
+    tenants: Mutex<HashMap<TenantId, Arc<Semaphore>>>,
+}
+
+impl Lanes {
+    /// No lanes yet.
+    pub(super) fn new(engine: Arc<Engine>, store: SqliteStore) -> Arc<Self> {
+        Arc::new(Self {
+            engine,
+            store,
+            lanes: Mutex::new(HashMap::new()),
+            tenants: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The engine the lanes run.
+    pub(super) fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// Wakes a lane, starting it if it is not running.
+    pub(super) fn poke(self: &Arc<Self>, tenant: TenantId, sub: SubscriptionId, lane: Lane) {
+        let Ok(mut map) = self.lanes.lock() else {
+            return;
+        };
+        let key = (sub, lane);
+        if let Some(entry) = map.get_mut(&key) {
+            entry.generation += 1;
+            entry.wake.notify_one();
+            return;
+        }
+        let wake = Arc::new(Notify::new());
+        map.insert(
+            key.clone(),
+            Entry {
+                generation: 0,
+                wake: wake.clone(),
+            },
+        );
+        tokio::spawn(self.clone().run(tenant, key, wake));
+    }
+
+    fn tenant_permits(&self, tenant: &TenantId) -> Arc<Semaphore> {
+        let limit = self.engine.config.tenant_max_in_flight;
+        match self.tenants.lock() {
+            Ok(mut map) => map
+                .entry(tenant.clone())
+                .or_insert_with(|| Arc::new(Semaphore::new(limit)))
+                .clone(),
+            Err(_) => Arc::new(Semaphore::new(limit)),
+        }
+    }
+
+    fn generation(&self, key: &Key) -> u64 {
+        self.lanes
+            .lock()
+            .ok()
+            .and_then(|m| m.get(key).map(|e| e.generation))
+            .unwrap_or(0)
+    }
+
+    /// Removes the lane unless it was woken since `seen` (or always, when
+    /// `seen` is `None`); `true` when removed.
+    fn retire(&self, key: &Key, seen: Option<u64>) -> bool {
+        let Ok(mut map) = self.lanes.lock() else {
+            return true;
+        };
+        let current = map.get(key).map(|e| e.generation);
+        if seen.is_none() || current == seen {
+            map.remove(key);
+            return true;
+        }
+        false
+    }
+
+    /// One lane: attempt the head, wait for its due time, repeat.
+    async fn run(self: Arc<Self>, tenant: TenantId, key: Key, wake: Arc<Notify>) {
+        let permits = self.tenant_permits(&tenant);
+        loop {
+            let seen = self.generation(&key);
+            let head = match self.store.lane_head(&key.0, key.1).await {
+                Ok(h) => h,
+                Err(e) => {
+                    error!(subscription_id = key.0.as_str(), error = %e, "reading lane failed");
+                    tokio::time::sleep(ERROR_PAUSE).await;
+                    continue;
+                }
+            };
+            let Some(d) = head else {
+                if self.retire(&key, Some(seen)) {
+                    return;
+                }
+                continue;
+            };
+            let now = self.engine.ports.clock.now();
+            if d.next_attempt_at > now {
+                let wait: Duration = (d.next_attempt_at - now).try_into().unwrap_or_default();
+                tokio::select! {
+                    _ = tokio::time::sleep(wait) => {}
+                    _ = wake.notified() => {}
+                }
+                continue;
+            }
+            let Ok(permit) = permits.clone().acquire_owned().await else {
+                return;
+            };
+            let step = self.engine.deliver(&d).await;
+            drop(permit);
+            match step {
+                Ok(Step::Skipped) => {
+                    // Not attemptable now (taken elsewhere): the lane
+                    // restarts on its next wake-up.
+                    self.retire(&key, None);
+                    return;
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    error!(subscription_id = key.0.as_str(), error = %e, "delivery step failed");
+                    tokio::time::sleep(ERROR_PAUSE).await;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,237 @@
+//! One delivery attempt: prepare (the consistent subscription read of the
+//! tombstone rule, the suspension hold, the circuit breaker), send (sign
+//! and POST), classify (the ladder) and record (attempt log, queue outcome,
+//! health record when the retry sequence ends).
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use time::OffsetDateTime;
+use tracing::{info, warn};
+
+use super::{Engine, Step};
+use crate::domain::{Attempt, AttemptId, Delivery, Event, Subscription, SubscriptionStatus};
+use crate::health::{next_health, Admit, Sequence};
+use crate::policy::{decide, Decision};
+use crate::ports::{Finish, Outbound, SendReport, StoreResult};
+use crate::signing::webhook_headers;
+
+/// What preparing a delivery found.
+enum Prepared {
+    /// Attempt it.
+    Ready(Box<(Subscription, Event)>),
+    /// Its subscription (or event) is gone.
+    Gone,
+    /// Its subscription is suspended.
+    Suspended(Box<Subscription>),
+}
+
+impl Engine {
+    /// Runs one attempt of a due delivery: reads the subscription right
+    /// before it (tombstone rule), records the start, signs, sends,
+    /// classifies and records the outcome.
+    pub async fn deliver(&self, d: &Delivery) -> StoreResult<Step> {
+        let (sub, event) = match self.prepare(d).await? {
+            Prepared::Ready(ready) => *ready,
+            Prepared::Gone => return self.drop_delivery(d).await,
+            Prepared::Suspended(sub) => {
+                let note = self.note(d, "held", "subscription suspended");
+                self.ports
+                    .queue
+                    .finish(d, Some(&sub), &Finish::Held, &note)
+                    .await?;
+                return Ok(Step::Held);
+            }
+        };
+        let now = self.ports.clock.now();
+        if let Admit::Defer(until) = self.breakers.admit(&d.subscription_id, now) {
+            self.ports.queue.defer(d, until).await?;
+            self.metrics.deferred.fetch_add(1, Ordering::Relaxed);
+            return Ok(Step::Deferred(until));
+        }
+        let lease = now + self.config.attempt_timeout + Duration::from_secs(5);
+        if !self.ports.queue.begin_attempt(d, now, lease).await? {
+            return Ok(Step::Skipped);
+        }
+        self.metrics.attempts.fetch_add(1, Ordering::Relaxed);
+        let attempt_no = d.attempts + 1;
+        let report = self.send(&sub, &event, attempt_no, now).await;
+        self.breakers.record(
+            &d.subscription_id,
+            report.result.is_success(),
+            self.ports.clock.now(),
+        );
+        let decision = decide(
+            &self.config.retry_schedule,
+            self.config.retry_jitter,
+            attempt_no,
+            &report.result,
+            rand::random::<f64>(),
+        );
+        let seq = Sequence {
+            first_attempt_at: d.first_attempt_at.unwrap_or(now),
+            event_at: event.created_at,
+        };
+        self.record(d, &sub, attempt_no, now, &report, decision, seq)
+            .await
+    }
+
+    async fn drop_delivery(&self, d: &Delivery) -> StoreResult<Step> {
+        let note = self.note(d, "dropped", "subscription deleted");
+        self.ports
+            .queue
+            .finish(d, None, &Finish::Dropped, &note)
+            .await?;
+        self.metrics.dropped.fetch_add(1, Ordering::Relaxed);
+        info!(
+            subscription_id = d.subscription_id.as_str(),
+            event_id = d.event_id.as_str(),
+            "delivery dropped: subscription gone"
+        );
+        Ok(Step::Dropped)
+    }
+
+    /// Reads the subscription (consistent) and the event.
+    async fn prepare(&self, d: &Delivery) -> StoreResult<Prepared> {
+        let Some(sub) = self
+            .ports
+            .subscriptions
+            .get(&d.tenant, &d.subscription_id)
+            .await?
+        else {
+            return Ok(Prepared::Gone);
+        };
+        if sub.status == SubscriptionStatus::Suspended {
+            return Ok(Prepared::Suspended(Box::new(sub)));
+        }
+        let Some(event) = self.ports.events.get(&d.tenant, &d.event_id).await? else {
+            warn!(
+                event_id = d.event_id.as_str(),
+                "event no longer archived; dropping delivery"
+            );
+            return Ok(Prepared::Gone);
+        };
+        Ok(Prepared::Ready(Box::new((sub, event))))
+    }
+
+    /// Signs and sends one request to a subscription.
+    pub(super) async fn send_signed(
+        &self,
+        sub: &Subscription,
+        id: &str,
+        attempt: u32,
+        body: bytes::Bytes,
+        now: OffsetDateTime,
+    ) -> SendReport {
+        let headers = webhook_headers(
+            &sub.signing_secrets(now),
+            id,
+            now.unix_timestamp(),
+            attempt,
+            &body,
+        );
+        self.ports
+            .sender
+            .send(Outbound {
+                url: sub.url.clone(),
+                headers,
+                body,
+            })
+            .await
+    }
+
+    async fn send(
+        &self,
+        sub: &Subscription,
+        event: &Event,
+        attempt: u32,
+        now: OffsetDateTime,
+    ) -> SendReport {
+        self.send_signed(sub, event.id.as_str(), attempt, event.payload.clone(), now)
+            .await
+    }
+
+    /// Logs the attempt, records the queue outcome and, when the retry
+    /// sequence ended, the health record (and a suspension, if it is due).
+    #[allow(clippy::too_many_arguments)]
+    async fn record(
+        &self,
+        d: &Delivery,
+        sub: &Subscription,
+        attempt_no: u32,
+        started_at: OffsetDateTime,
+        report: &SendReport,
+        decision: Decision,
+        seq: Sequence,
+    ) -> StoreResult<Step> {
+        let (outcome, finish, step) = match decision {
+            Decision::Delivered => ("delivered", Finish::Delivered, Step::Delivered),
+            Decision::RetryIn(delay) => {
+                let at = self.ports.clock.now() + delay;
+                ("retrying", Finish::RetryAt(at), Step::Retrying(at))
+            }
+            Decision::Park(reason) => (
+                "parked",
+                Finish::Parked(reason.clone()),
+                Step::Parked(reason),
+            ),
+        };
+        let attempt = Attempt {
+            id: AttemptId::generate(),
+            tenant: d.tenant.clone(),
+            subscription_id: d.subscription_id.clone(),
+            event_id: d.event_id.clone(),
+            attempt: attempt_no,
+            started_at,
+            duration_ms: report.elapsed.as_millis() as u64,
+            status_code: report.result.status(),
+            outcome: outcome.to_owned(),
+            error: (!report.result.is_success()).then(|| report.result.describe()),
+            response_excerpt: report.excerpt.clone(),
+        };
+        self.ports.attempts.record(&attempt).await?;
+        self.ports
+            .queue
+            .finish(d, Some(sub), &finish, &attempt)
+            .await?;
+        let counter = match &step {
+            Step::Delivered => &self.metrics.delivered,
+            Step::Retrying(_) => &self.metrics.retried,
+            _ => &self.metrics.parked,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        if matches!(step, Step::Delivered | Step::Parked(_)) {
+            let health = next_health(&sub.health, &attempt, report.result.failure_class(), seq);
+            self.ports
+                .subscriptions
+                .record_health(&d.tenant, &d.subscription_id, &health)
+                .await?;
+            self.suspend_if_due(sub, &health, &attempt).await?;
+        }
+        info!(
+            subscription_id = d.subscription_id.as_str(),
+            event_id = d.event_id.as_str(),
+            attempt = attempt_no,
+            outcome,
+            "attempt finished"
+        );
+        Ok(step)
+    }
+
+    /// An attempt-log entry for a delivery that was not attempted.
+    fn note(&self, d: &Delivery, outcome: &str, why: &str) -> Attempt {
+        Attempt {
+            id: AttemptId::generate(),
+            tenant: d.tenant.clone(),
+            subscription_id: d.subscription_id.clone(),
+            event_id: d.event_id.clone(),
+            attempt: d.attempts,
+            started_at: self.ports.clock.now(),
+            duration_ms: 0,
+            status_code: None,
+            outcome: outcome.into(),
+            error: Some(why.into()),
+            response_excerpt: None,
+        }
+    }
+}

@@ -1,0 +1,246 @@
+//! A subscription's lifecycle under endpoint health (G8): the guarded
+//! suspension when a streak reaches the policy's limits, the one notice it
+//! sends, and re-enabling: a signed `endpoint.probe`, then the guarded
+//! return to active and the backfill of what was missed.
+//!
+//! The operator webhook is an ordinary subscription of the reserved tenant
+//! `_operator` (id `sub_operator`), kept in step with the configuration at
+//! start: a suspension notice is an event published to it, so it is
+//! signed, retried, parked and replayable like every delivery.
+
+use std::sync::atomic::Ordering;
+
+use serde_json::json;
+use time::OffsetDateTime;
+use tracing::warn;
+
+use super::Engine;
+use crate::api::input::rfc3339;
+use crate::domain::{
+    Attempt, AttemptId, Event, EventFilter, EventId, EventType, Health, Subscription,
+    SubscriptionId, SubscriptionStatus, TenantId,
+};
+use crate::policy::FailureClass;
+use crate::ports::{StoreError, StoreResult};
+
+/// The reserved tenant of the operator webhook.
+pub const OPERATOR_TENANT: &str = "_operator";
+/// The operator webhook's subscription id.
+const OPERATOR_SUBSCRIPTION: &str = "sub_operator";
+/// How far back a backfill reaches at most (the archive's retention).
+const BACKFILL_REACH: time::Duration = time::Duration::days(14);
+
+/// Why re-enabling did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum EnableError {
+    /// The probe failed; the subscription stays suspended.
+    #[error("{0}")]
+    ProbeFailed(String),
+    /// Storage failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+fn class_name(c: FailureClass) -> &'static str {
+    match c {
+        FailureClass::Retryable => "retryable",
+        FailureClass::Permanent => "permanent",
+        FailureClass::Fatal => "fatal",
+    }
+}
+
+fn excerpt(text: Option<&str>) -> Option<String> {
+    text.map(|t| t.chars().take(300).collect())
+}
+
+impl Engine {
+    /// Suspends the subscription when its health reached a limit; only the
+    /// caller whose guarded transition took effect sends the notice.
+    pub(super) async fn suspend_if_due(
+        &self,
+        sub: &Subscription,
+        health: &Health,
+        last: &Attempt,
+    ) -> StoreResult<()> {
+        let now = self.ports.clock.now();
+        let Some(class) = self.config.suspend_policy.reached(health, now) else {
+            return Ok(());
+        };
+        let since = health.first_failure_at.unwrap_or(now);
+        let reason = format!(
+            "{} failures: {} since {} (last: {})",
+            class_name(class),
+            health.consecutive_failures,
+            rfc3339(since),
+            last.error.as_deref().unwrap_or("unknown")
+        );
+        if !self
+            .ports
+            .subscriptions
+            .suspend(&sub.tenant, &sub.id, now, &reason)
+            .await?
+        {
+            return Ok(());
+        }
+        self.metrics.suspensions[class as usize].fetch_add(1, Ordering::Relaxed);
+        warn!(tenant = sub.tenant.as_str(), subscription_id = sub.id.as_str(), %reason, "subscription suspended");
+        let mut entry = last.clone();
+        entry.id = AttemptId::generate();
+        entry.outcome = "suspended".into();
+        entry.error = Some(reason.clone());
+        self.ports.attempts.record(&entry).await?;
+        let notice = json!({
+            "subscription_id": sub.id.as_str(),
+            "tenant_id": sub.tenant.as_str(),
+            "url": sub.url.as_str(),
+            "failure_class": class_name(class),
+            "failure_count": health.consecutive_failures,
+            "failing_since": rfc3339(since),
+            "suspended_at": rfc3339(now),
+            "last_status_code": health.last_status_code,
+            "last_error": excerpt(health.last_error.as_deref()),
+            "held_events": self.ports.queue.waiting(sub).await.unwrap_or(0),
+            "reenable": format!(
+                "POST /v1/tenants/{}/subscriptions/{}/enable (probes the endpoint, then delivers what was missed)",
+                sub.tenant.as_str(),
+                sub.id.as_str()
+            ),
+        });
+        self.notify(sub, &notice, now).await
+    }
+
+    async fn notify(
+        &self,
+        sub: &Subscription,
+        notice: &serde_json::Value,
+        now: OffsetDateTime,
+    ) -> StoreResult<()> {
+        if self.config.operator_webhook.is_some() {
+            let id = format!(
+                "suspended-{}-{}",
+                sub.id.as_str(),
+                now.unix_timestamp_nanos() / 1_000_000
+            );
+            let payload = json!({"type": "subscription.suspended", "timestamp": rfc3339(now), "data": notice});
+            self.publish(Event {
+                id: EventId::parse(&id).map_err(|e| StoreError::Backend(e.0))?,
+                tenant: operator_tenant()?,
+                event_type: EventType::parse("subscription.suspended")
+                    .map_err(|e| StoreError::Backend(e.0))?,
+                created_at: now,
+                payload: serde_json::to_vec(&payload)
+                    .map_err(|e| StoreError::Backend(e.to_string()))?
+                    .into(),
+            })
+            .await?;
+        }
+        self.ports.notifier.suspended(notice).await
+    }
+
+    /// Registers (or updates) the operator webhook's subscription from the
+    /// configuration; does nothing when none is configured.
+    pub async fn ensure_operator_subscription(&self) -> StoreResult<()> {
+        let Some((url, secret)) = &self.config.operator_webhook else {
+            return Ok(());
+        };
+        let bad = |e: String| StoreError::Backend(format!("operator webhook: {e}"));
+        let tenant = operator_tenant()?;
+        let id = SubscriptionId::parse(OPERATOR_SUBSCRIPTION).map_err(|e| bad(e.0))?;
+        let now = self.ports.clock.now();
+        let existing = self.ports.subscriptions.get(&tenant, &id).await?;
+        let mut sub = existing.clone().unwrap_or(Subscription {
+            id,
+            tenant,
+            url: url::Url::parse(url).map_err(|e| bad(e.to_string()))?,
+            filters: vec![EventFilter::parse("subscription.*").map_err(|e| bad(e.0))?],
+            description: Some("operator notifications".into()),
+            metadata: Default::default(),
+            secret: secret.clone(),
+            previous_secret: None,
+            status: SubscriptionStatus::Active,
+            health: Health::default(),
+            suspended_at: None,
+            status_reason: None,
+            spilling: false,
+            created_at: now,
+            updated_at: now,
+        });
+        if existing.is_none() {
+            return self.ports.subscriptions.insert(&sub).await;
+        }
+        sub.url = url::Url::parse(url).map_err(|e| bad(e.to_string()))?;
+        sub.secret = secret.clone();
+        sub.updated_at = now;
+        self.ports.subscriptions.update(&sub).await.map(|_| ())
+    }
+
+    /// Re-enables a suspended subscription: a signed `endpoint.probe`
+    /// first; on success it goes active with its health reset and the
+    /// backfill of what it missed starts. An active one is returned as is.
+    pub async fn enable(&self, sub: Subscription) -> Result<Subscription, EnableError> {
+        if sub.status == SubscriptionStatus::Active {
+            return Ok(sub);
+        }
+        let now = self.ports.clock.now();
+        let probe_id = format!("probe_{}", &EventId::generate().as_str()[4..]);
+        let body = json!({
+            "type": "endpoint.probe",
+            "timestamp": rfc3339(now),
+            "data": {"subscription_id": sub.id.as_str()},
+        });
+        let body = serde_json::to_vec(&body).map_err(|e| StoreError::Backend(e.to_string()))?;
+        let report = self.send_signed(&sub, &probe_id, 1, body.into(), now).await;
+        let ok = report.result.is_success();
+        self.ports
+            .attempts
+            .record(&Attempt {
+                id: AttemptId::generate(),
+                tenant: sub.tenant.clone(),
+                subscription_id: sub.id.clone(),
+                event_id: EventId::parse(&probe_id).map_err(|e| StoreError::Backend(e.0))?,
+                attempt: 1,
+                started_at: now,
+                duration_ms: report.elapsed.as_millis() as u64,
+                status_code: report.result.status(),
+                outcome: if ok {
+                    "probe_succeeded"
+                } else {
+                    "probe_failed"
+                }
+                .into(),
+                error: (!ok).then(|| report.result.describe()),
+                response_excerpt: report.excerpt.clone(),
+            })
+            .await?;
+        if !ok {
+            let reason = format!("re-enable probe failed: {}", report.result.describe());
+            self.ports
+                .subscriptions
+                .set_status_reason(&sub.tenant, &sub.id, &reason)
+                .await?;
+            return Err(EnableError::ProbeFailed(reason));
+        }
+        if self
+            .ports
+            .subscriptions
+            .activate(&sub.tenant, &sub.id, now)
+            .await?
+        {
+            let since = sub
+                .health
+                .streak_events_since
+                .or(sub.health.first_failure_at)
+                .or(sub.suspended_at)
+                .unwrap_or(now)
+                .max(now - BACKFILL_REACH);
+            self.ports.queue.start_backfill(&sub, since, now).await?;
+            self.ports.wakeup.backfill();
+        }
+        let current = self.ports.subscriptions.get(&sub.tenant, &sub.id).await?;
+        current.ok_or_else(|| EnableError::ProbeFailed("the subscription was deleted".into()))
+    }
+}
+
+fn operator_tenant() -> StoreResult<TenantId> {
+    TenantId::parse(OPERATOR_TENANT).map_err(|e| StoreError::Backend(e.0))
+}

@@ -1,0 +1,230 @@
+//! The engine: publish (archive and schedule fan-out), fan-out (one
+//! delivery per matching subscription), one delivery attempt
+//! ([`deliver`]: prepare, send, classify, record) and endpoint health
+//! ([`lifecycle`]: suspension, notification, probe, re-enable, backfill).
+//! It works only through the ports; the embedded runner and the AWS
+//! handlers decide *when* each step runs.
+
+mod deliver;
+mod lifecycle;
+
+pub use lifecycle::{EnableError, OPERATOR_TENANT};
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use time::OffsetDateTime;
+use tracing::info;
+
+use crate::config::Config;
+use crate::domain::{Event, SubscriptionId};
+use crate::health::Breakers;
+use crate::ports::{
+    Accepted, AttemptLog, Clock, DeliveryQueue, EventArchive, NewDelivery, Notifier, Sender,
+    StoreResult, SubscriptionStore, Wakeup,
+};
+
+/// How many subscriptions fan-out reads and enqueues per page.
+const FAN_OUT_PAGE: usize = 500;
+
+/// Counters the engine keeps (served by `GET /metrics`).
+#[derive(Debug, Default)]
+pub struct Metrics {
+    /// Events accepted.
+    pub events_accepted: AtomicU64,
+    /// Deliveries enqueued by fan-out.
+    pub deliveries_enqueued: AtomicU64,
+    /// Attempts started.
+    pub attempts: AtomicU64,
+    /// Deliveries that got a 2xx.
+    pub delivered: AtomicU64,
+    /// Deliveries rescheduled for a retry.
+    pub retried: AtomicU64,
+    /// Deliveries parked.
+    pub parked: AtomicU64,
+    /// Deliveries dropped because their subscription was deleted (G4).
+    pub dropped: AtomicU64,
+    /// Attempts deferred by an open circuit breaker.
+    pub deferred: AtomicU64,
+    /// Suspensions, by failure class: retryable, permanent, fatal.
+    pub suspensions: [AtomicU64; 3],
+}
+
+impl Metrics {
+    /// The counters in Prometheus text format.
+    pub fn render(&self) -> String {
+        let rows = [
+            ("hooklane_events_accepted_total", &self.events_accepted),
+            (
+                "hooklane_deliveries_enqueued_total",
+                &self.deliveries_enqueued,
+            ),
+            ("hooklane_attempts_total", &self.attempts),
+            ("hooklane_deliveries_delivered_total", &self.delivered),
+            ("hooklane_deliveries_retried_total", &self.retried),
+            ("hooklane_deliveries_parked_total", &self.parked),
+            ("hooklane_deliveries_dropped_total", &self.dropped),
+            ("hooklane_attempts_deferred_total", &self.deferred),
+        ];
+        let mut out: String = rows
+            .iter()
+            .map(|(name, v)| {
+                format!(
+                    "# TYPE {name} counter\n{name} {}\n",
+                    v.load(Ordering::Relaxed)
+                )
+            })
+            .collect();
+        out.push_str("# TYPE hooklane_suspensions_total counter\n");
+        for (class, v) in ["retryable", "permanent", "fatal"]
+            .iter()
+            .zip(&self.suspensions)
+        {
+            out.push_str(&format!(
+                "hooklane_suspensions_total{{class=\"{class}\"}} {}\n",
+                v.load(Ordering::Relaxed)
+            ));
+        }
+        out
+    }
+}
+
+/// The ports the engine works through.
+#[derive(Clone)]
+pub struct Ports {
+    /// Subscriptions.
+    pub subscriptions: Arc<dyn SubscriptionStore>,
+    /// Event archive and fan-out intake.
+    pub events: Arc<dyn EventArchive>,
+    /// Delivery lanes.
+    pub queue: Arc<dyn DeliveryQueue>,
+    /// Attempt log.
+    pub attempts: Arc<dyn AttemptLog>,
+    /// Time.
+    pub clock: Arc<dyn Clock>,
+    /// HTTP sender.
+    pub sender: Arc<dyn Sender>,
+    /// Worker wake-ups.
+    pub wakeup: Arc<dyn Wakeup>,
+    /// Suspension notices beyond the operator webhook.
+    pub notifier: Arc<dyn Notifier>,
+}
+
+/// What one call to [`Engine::deliver`] did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step {
+    /// The subscription is gone: the delivery was dropped (G4).
+    Dropped,
+    /// Someone else holds or finished it; nothing was sent.
+    Skipped,
+    /// 2xx.
+    Delivered,
+    /// Due again at this time.
+    Retrying(OffsetDateTime),
+    /// Parked with this reason.
+    Parked(String),
+    /// The subscription is suspended: held for the backfill, not attempted.
+    Held,
+    /// The circuit breaker is open: put off until then, not attempted.
+    Deferred(OffsetDateTime),
+}
+
+/// The delivery engine.
+pub struct Engine {
+    /// The ports.
+    pub ports: Ports,
+    /// The configuration.
+    pub config: Config,
+    /// Counters.
+    pub metrics: Metrics,
+    /// Circuit breakers, per subscription.
+    pub breakers: Breakers,
+}
+
+impl Engine {
+    /// An engine over these ports.
+    pub fn new(ports: Ports, config: Config) -> Arc<Self> {
+        Arc::new(Self {
+            ports,
+            breakers: Breakers::new(config.breaker),
+            config,
+            metrics: Metrics::default(),
+        })
+    }
+
+    /// Accepts an event: archives it and schedules its fan-out. A new event
+    /// wakes the fan-out worker.
+    pub async fn publish(&self, event: Event) -> StoreResult<Accepted> {
+        let accepted = self.ports.events.accept(event).await?;
+        if let Accepted::New(e) = &accepted {
+            self.metrics.events_accepted.fetch_add(1, Ordering::Relaxed);
+            info!(
+                tenant = e.tenant.as_str(),
+                event_id = e.id.as_str(),
+                "event accepted"
+            );
+            self.ports.wakeup.fan_out();
+        }
+        Ok(accepted)
+    }
+
+    /// Enqueues one delivery of `event` for each matching active
+    /// subscription, page by page; returns how many. Safe to run again
+    /// after a crash: a pair already queued is not queued twice.
+    pub async fn fan_out(&self, event: &Event) -> StoreResult<usize> {
+        let (total, _) = self.fan_out_pages(event, None, usize::MAX).await?;
+        Ok(total)
+    }
+
+    /// Fans out at most `max_pages` pages of subscriptions after `after`;
+    /// returns how many deliveries were enqueued and, when subscriptions
+    /// remain, the cursor to resume from (a very large fan-out continues
+    /// across invocations).
+    pub async fn fan_out_pages(
+        &self,
+        event: &Event,
+        mut after: Option<SubscriptionId>,
+        max_pages: usize,
+    ) -> StoreResult<(usize, Option<SubscriptionId>)> {
+        let mut total = 0;
+        for _ in 0..max_pages {
+            let page = self
+                .ports
+                .subscriptions
+                .matching(
+                    &event.tenant,
+                    &event.event_type,
+                    after.as_ref(),
+                    FAN_OUT_PAGE,
+                )
+                .await?;
+            let Some(last) = page.last() else {
+                after = None;
+                break;
+            };
+            after = Some(last.id.clone());
+            let batch: Vec<NewDelivery> = page
+                .iter()
+                .map(|s| NewDelivery {
+                    tenant: event.tenant.clone(),
+                    subscription_id: s.id.clone(),
+                    event_id: event.id.clone(),
+                    event_type: event.event_type.clone(),
+                    spill: s.spilling,
+                })
+                .collect();
+            self.ports.queue.enqueue(&batch).await?;
+            let lanes: Vec<SubscriptionId> = page.into_iter().map(|s| s.id).collect();
+            self.ports.wakeup.lanes(&event.tenant, &lanes);
+            total += lanes.len();
+            self.metrics
+                .deliveries_enqueued
+                .fetch_add(lanes.len() as u64, Ordering::Relaxed);
+            if lanes.len() < FAN_OUT_PAGE {
+                after = None;
+                break;
+            }
+        }
+        Ok((total, after))
+    }
+}

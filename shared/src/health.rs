@@ -1,0 +1,465 @@
+//! Endpoint health (G8), pure: the health record after a retry sequence
+//! ends, the graded suspension policy (count AND duration per failure
+//! class), the backfill rate ramp, and the per-subscription circuit
+//! breaker. Time is an argument everywhere.
+//!
+//! Classes are graded by severity (fatal > permanent > retryable). A class's
+//! limit counts the streak's failures of that class or a more severe one:
+//! a streak of 3 permanent failures and 2 "host gone" failures has 5
+//! failures for the permanent limit and 2 for the fatal one. A success
+//! resets the whole record.
+
+use std::time::Duration;
+
+use time::OffsetDateTime;
+
+use crate::domain::{Attempt, Health};
+use crate::policy::FailureClass;
+
+/// One class's suspension limits: both must be reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limit {
+    /// Consecutive failed deliveries.
+    pub count: u32,
+    /// Time since the streak's first failure.
+    pub after: Duration,
+}
+
+/// The graded policy (`HOOKLANE_SUSPEND_POLICY`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SuspendPolicy {
+    /// 5xx, 408, 425, 429, timeouts, connection errors.
+    pub retryable: Limit,
+    /// Other 4xx, TLS failures, refused addresses.
+    pub permanent: Limit,
+    /// The host no longer resolves.
+    pub fatal: Limit,
+}
+
+impl Default for SuspendPolicy {
+    fn default() -> Self {
+        let limit = |count, secs| Limit {
+            count,
+            after: Duration::from_secs(secs),
+        };
+        Self {
+            retryable: limit(25, 12 * 3600),
+            permanent: limit(5, 3600),
+            fatal: limit(3, 15 * 60),
+        }
+    }
+}
+
+impl SuspendPolicy {
+    /// Parses `retryable=25/12h,permanent=5/1h,fatal=3/15m` (any subset;
+    /// the rest keep their defaults).
+    pub fn parse(raw: &str) -> Result<Self, String> {
+        let mut p = Self::default();
+        for part in raw.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let (class, limit) = part
+                .split_once('=')
+                .ok_or_else(|| format!("`{part}`: use class=count/duration"))?;
+            let (count, after) = limit
+                .split_once('/')
+                .ok_or_else(|| format!("`{part}`: use class=count/duration"))?;
+            let limit = Limit {
+                count: count
+                    .parse()
+                    .ok()
+                    .filter(|n| *n >= 1)
+                    .ok_or_else(|| format!("`{count}` is not a count of at least 1"))?,
+                after: humantime::parse_duration(after).map_err(|e| format!("`{after}`: {e}"))?,
+            };
+            match class {
+                "retryable" => p.retryable = limit,
+                "permanent" => p.permanent = limit,
+                "fatal" => p.fatal = limit,
+                other => return Err(format!("`{other}` is not retryable, permanent or fatal")),
+            }
+        }
+        Ok(p)
+    }
+
+    /// The class whose limits the record reaches at `now`, most severe
+    /// first; `None` while the endpoint stays active.
+    pub fn reached(&self, h: &Health, now: OffsetDateTime) -> Option<FailureClass> {
+        let since = h.first_failure_at?;
+        let elapsed: Duration = (now - since).try_into().unwrap_or_default();
+        let fatal = h.fatal_failures;
+        let permanent = fatal + h.permanent_failures;
+        let all = h.consecutive_failures;
+        [
+            (FailureClass::Fatal, self.fatal, fatal),
+            (FailureClass::Permanent, self.permanent, permanent),
+            (FailureClass::Retryable, self.retryable, all),
+        ]
+        .into_iter()
+        .find(|(_, limit, n)| *n >= limit.count && elapsed >= limit.after)
+        .map(|(class, _, _)| class)
+    }
+}
+
+/// Where a finished delivery's retry sequence began: its first attempt,
+/// and when its event was accepted.
+#[derive(Debug, Clone, Copy)]
+pub struct Sequence {
+    /// The first attempt's start.
+    pub first_attempt_at: OffsetDateTime,
+    /// When the event was accepted.
+    pub event_at: OffsetDateTime,
+}
+
+/// The health record after a retry sequence ended: a success resets it; a
+/// parked delivery extends the streak, which began at the first attempt of
+/// its first failed delivery.
+pub fn next_health(
+    prev: &Health,
+    last: &Attempt,
+    class: Option<FailureClass>,
+    seq: Sequence,
+) -> Health {
+    let mut h = Health {
+        last_outcome: Some(last.outcome.clone()),
+        last_status_code: last.status_code,
+        last_error: last.error.clone(),
+        last_attempt_at: Some(last.started_at),
+        ..Health::default()
+    };
+    let Some(class) = class else { return h };
+    h.consecutive_failures = prev.consecutive_failures + 1;
+    h.first_failure_at = prev.first_failure_at.or(Some(seq.first_attempt_at));
+    h.streak_events_since = prev.streak_events_since.or(Some(seq.event_at));
+    h.retryable_failures = prev.retryable_failures + u32::from(class == FailureClass::Retryable);
+    h.permanent_failures = prev.permanent_failures + u32::from(class == FailureClass::Permanent);
+    h.fatal_failures = prev.fatal_failures + u32::from(class == FailureClass::Fatal);
+    h
+}
+
+/// Backfill pacing: `rate` per second, starting at a quarter of it and
+/// ramping up linearly over the first two minutes.
+pub fn backfill_interval(rate: f64, since_start: Duration) -> Duration {
+    const RAMP: f64 = 120.0;
+    let progress = (since_start.as_secs_f64() / RAMP).min(1.0);
+    let current = rate * (0.25 + 0.75 * progress);
+    Duration::from_secs_f64(1.0 / current.max(0.01))
+}
+
+/// Circuit-breaker settings (`HOOKLANE_BREAKER`,
+/// `failures=5,open=30s,max_open=10m`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BreakerConfig {
+    /// Consecutive failed attempts that open the breaker.
+    pub failures: u32,
+    /// How long it first stays open.
+    pub open: Duration,
+    /// The longest it stays open (each failed half-open try doubles it).
+    pub max_open: Duration,
+}
+
+impl Default for BreakerConfig {
+    fn default() -> Self {
+        Self {
+            failures: 5,
+            open: Duration::from_secs(30),
+            max_open: Duration::from_secs(600),
+        }
+    }
+}
+
+impl BreakerConfig {
+    /// Parses `failures=N,open=D,max_open=D` (any subset).
+    pub fn parse(raw: &str) -> Result<Self, String> {
+        let mut c = Self::default();
+        for part in raw.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let (k, v) = part
+                .split_once('=')
+                .ok_or_else(|| format!("`{part}`: use key=value"))?;
+            let dur = || humantime::parse_duration(v).map_err(|e| format!("`{v}`: {e}"));
+            match k {
+                "failures" => {
+                    c.failures = v
+                        .parse()
+                        .ok()
+                        .filter(|n| *n >= 1)
+                        .ok_or_else(|| format!("`{v}` is not a count of at least 1"))?
+                }
+                "open" => c.open = dur()?,
+                "max_open" => c.max_open = dur()?,
+                other => return Err(format!("`{other}` is not failures, open or max_open")),
+            }
+        }
+        if c.max_open < c.open {
+            return Err("max_open is shorter than open".into());
+        }
+        Ok(c)
+    }
+}
+
+/// One subscription's breaker.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Breaker {
+    /// Attempts go through; `failures` in a row so far.
+    Closed {
+        /// Consecutive failed attempts.
+        failures: u32,
+    },
+    /// Attempts are deferred until `until`, without connecting.
+    Open {
+        /// When one attempt may go through again.
+        until: OffsetDateTime,
+        /// How long this opening lasts.
+        open_for: Duration,
+    },
+    /// One attempt is going through to test the endpoint.
+    HalfOpen {
+        /// How long the last opening lasted.
+        open_for: Duration,
+    },
+}
+
+/// Whether an attempt may start.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Admit {
+    /// Go ahead.
+    Go,
+    /// Deferred until then (the breaker is open).
+    Defer(OffsetDateTime),
+}
+
+impl Breaker {
+    /// Whether an attempt may start now, and the state after asking.
+    pub fn admit(self, now: OffsetDateTime) -> (Admit, Self) {
+        match self {
+            Self::Open { until, .. } if now < until => (Admit::Defer(until), self),
+            Self::Open { open_for, .. } => (Admit::Go, Self::HalfOpen { open_for }),
+            other => (Admit::Go, other),
+        }
+    }
+
+    /// The state after an attempt ended.
+    pub fn after(self, success: bool, cfg: &BreakerConfig, now: OffsetDateTime) -> Self {
+        if success {
+            return Self::Closed { failures: 0 };
+        }
+        let open = |open_for: Duration| Self::Open {
+            until: now + open_for,
+            open_for,
+        };
+        match self {
+            Self::Closed { failures } if failures + 1 >= cfg.failures => open(cfg.open),
+            Self::Closed { failures } => Self::Closed {
+                failures: failures + 1,
+            },
+            Self::HalfOpen { open_for } | Self::Open { open_for, .. } => {
+                open((open_for * 2).min(cfg.max_open))
+            }
+        }
+    }
+
+    /// `closed`, `open` or `half_open`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Closed { .. } => "closed",
+            Self::Open { .. } => "open",
+            Self::HalfOpen { .. } => "half_open",
+        }
+    }
+}
+
+/// The breakers of every subscription this process delivers to. They live
+/// in memory: a restart closes them all, and on AWS each function instance
+/// keeps its own (state that needs no write on the delivery path).
+#[derive(Debug, Default)]
+pub struct Breakers {
+    cfg: BreakerConfig,
+    map: std::sync::Mutex<std::collections::HashMap<crate::domain::SubscriptionId, Breaker>>,
+}
+
+impl Breakers {
+    /// Breakers with these settings.
+    pub fn new(cfg: BreakerConfig) -> Self {
+        Self {
+            cfg,
+            map: Default::default(),
+        }
+    }
+
+    /// Asks whether an attempt to `sub` may start now.
+    pub fn admit(&self, sub: &crate::domain::SubscriptionId, now: OffsetDateTime) -> Admit {
+        let Ok(mut map) = self.map.lock() else {
+            return Admit::Go;
+        };
+        let Some(state) = map.get(sub).copied() else {
+            return Admit::Go;
+        };
+        let (admit, next) = state.admit(now);
+        map.insert(sub.clone(), next);
+        admit
+    }
+
+    /// Records how an attempt to `sub` ended.
+    pub fn record(&self, sub: &crate::domain::SubscriptionId, success: bool, now: OffsetDateTime) {
+        let Ok(mut map) = self.map.lock() else { return };
+        let state = map
+            .get(sub)
+            .copied()
+            .unwrap_or(Breaker::Closed { failures: 0 });
+        match state.after(success, &self.cfg, now) {
+            Breaker::Closed { failures: 0 } => map.remove(sub),
+            next => map.insert(sub.clone(), next),
+        };
+    }
+
+    /// The breaker of `sub` (closed when unknown).
+    pub fn state(&self, sub: &crate::domain::SubscriptionId) -> Breaker {
+        self.map
+            .lock()
+            .ok()
+            .and_then(|m| m.get(sub).copied())
+            .unwrap_or(Breaker::Closed { failures: 0 })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::{AttemptId, EventId, SubscriptionId, TenantId};
+
+    fn attempt(at: OffsetDateTime, status: Option<u16>) -> Attempt {
+        Attempt {
+            id: AttemptId::generate(),
+            tenant: TenantId::parse("t").unwrap(),
+            subscription_id: SubscriptionId::generate(),
+            event_id: EventId::generate(),
+            attempt: 1,
+            started_at: at,
+            duration_ms: 1,
+            status_code: status,
+            outcome: if status == Some(200) {
+                "delivered"
+            } else {
+                "parked"
+            }
+            .into(),
+            error: None,
+            response_excerpt: None,
+        }
+    }
+
+    fn seq(at: OffsetDateTime) -> Sequence {
+        Sequence {
+            first_attempt_at: at,
+            event_at: at,
+        }
+    }
+
+    fn streak(n: u32, class: FailureClass, first: OffsetDateTime) -> Health {
+        let mut h = Health::default();
+        for _ in 0..n {
+            h = next_health(&h, &attempt(first, Some(500)), Some(class), seq(first));
+        }
+        h
+    }
+
+    #[test]
+    fn four_failures_then_a_success_reset_the_count_and_the_first_failure_time() {
+        let t0 = OffsetDateTime::now_utc();
+        let h = streak(4, FailureClass::Retryable, t0);
+        assert_eq!(h.consecutive_failures, 4);
+        let h = next_health(&h, &attempt(t0, Some(200)), None, seq(t0));
+        assert_eq!(h.consecutive_failures, 0);
+        assert!(h.first_failure_at.is_none());
+        assert_eq!(h.last_outcome.as_deref(), Some("delivered"));
+    }
+
+    #[test]
+    fn thirty_retryable_failures_suspend_only_after_twelve_hours() {
+        let p = SuspendPolicy::default();
+        let now = OffsetDateTime::now_utc();
+        let recent = streak(
+            30,
+            FailureClass::Retryable,
+            now - time::Duration::minutes(10),
+        );
+        assert_eq!(p.reached(&recent, now), None);
+        let old = streak(30, FailureClass::Retryable, now - time::Duration::hours(13));
+        assert_eq!(p.reached(&old, now), Some(FailureClass::Retryable));
+    }
+
+    #[test]
+    fn severe_classes_suspend_sooner_and_count_toward_milder_limits() {
+        let p = SuspendPolicy::default();
+        let now = OffsetDateTime::now_utc();
+        let fatal = streak(3, FailureClass::Fatal, now - time::Duration::minutes(16));
+        assert_eq!(p.reached(&fatal, now), Some(FailureClass::Fatal));
+        let mut mixed = streak(
+            3,
+            FailureClass::Permanent,
+            now - time::Duration::minutes(61),
+        );
+        for _ in 0..2 {
+            mixed = next_health(
+                &mixed,
+                &attempt(now, None),
+                Some(FailureClass::Fatal),
+                seq(now),
+            );
+        }
+        assert_eq!(p.reached(&mixed, now), Some(FailureClass::Permanent));
+        let few = streak(4, FailureClass::Permanent, now - time::Duration::hours(2));
+        assert_eq!(p.reached(&few, now), None, "count not reached");
+    }
+
+    #[test]
+    fn the_policy_parses_and_names_what_is_wrong() {
+        let p = SuspendPolicy::parse("retryable=2/1s,fatal=1/0s").unwrap();
+        assert_eq!(p.retryable.count, 2);
+        assert_eq!(p.permanent, SuspendPolicy::default().permanent);
+        assert!(SuspendPolicy::parse("sometimes=1/1s")
+            .unwrap_err()
+            .contains("sometimes"));
+        assert!(SuspendPolicy::parse("fatal=0/1s").is_err());
+        assert!(SuspendPolicy::parse("fatal=3").is_err());
+    }
+
+    #[test]
+    fn the_breaker_opens_after_n_failures_defers_then_lets_one_attempt_through() {
+        let cfg = BreakerConfig::parse("failures=2,open=10s,max_open=15s").unwrap();
+        let t0 = OffsetDateTime::now_utc();
+        let b = Breaker::Closed { failures: 0 }.after(false, &cfg, t0);
+        assert_eq!(b, Breaker::Closed { failures: 1 });
+        let b = b.after(false, &cfg, t0);
+        assert!(matches!(b, Breaker::Open { .. }));
+        assert!(matches!(
+            b.admit(t0 + time::Duration::seconds(5)).0,
+            Admit::Defer(_)
+        ));
+        let (admit, half) = b.admit(t0 + time::Duration::seconds(11));
+        assert_eq!(admit, Admit::Go);
+        assert!(matches!(half, Breaker::HalfOpen { .. }));
+        let reopened = half.after(false, &cfg, t0);
+        assert_eq!(
+            reopened,
+            Breaker::Open {
+                until: t0 + Duration::from_secs(15),
+                open_for: Duration::from_secs(15)
+            },
+            "doubled, capped at max_open"
+        );
+        assert_eq!(half.after(true, &cfg, t0), Breaker::Closed { failures: 0 });
+    }
+
+    #[test]
+    fn backfill_ramps_from_a_quarter_to_the_full_rate_over_two_minutes() {
+        assert_eq!(
+            backfill_interval(4.0, Duration::ZERO),
+            Duration::from_secs(1)
+        );
+        assert_eq!(
+            backfill_interval(4.0, Duration::from_secs(600)),
+            Duration::from_millis(250)
+        );
+        let mid = backfill_interval(4.0, Duration::from_secs(60));
+        assert!(mid > Duration::from_millis(250) && mid < Duration::from_secs(1));
+    }
+}

@@ -1,0 +1,221 @@
+//! Endpoint health end to end (G8) on both backends, with compressed
+//! thresholds: a dead receiver is suspended, the operator webhook gets one
+//! signed notification, events published meanwhile are held, enable probes
+//! first, and the backfill delivers every missed event once, in order. The
+//! circuit breaker stops connecting to a hanging receiver while open and
+//! never delays other subscriptions.
+
+use std::time::Duration;
+
+use hooklane_tests::{eventually, on_both_backends, test_env, Backend, Receiver, Reply, Server};
+use serde_json::{json, Value};
+
+const WAIT: Duration = Duration::from_secs(30);
+const OPERATOR_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+async fn setup(backend: Backend, rx: &Receiver, extra: &[(&str, &str)]) -> Server {
+    let operator = rx.url("operator");
+    let mut env = vec![
+        ("HOOKLANE_RETRY_SCHEDULE", "0s"),
+        (
+            "HOOKLANE_SUSPEND_POLICY",
+            "retryable=2/0s,permanent=2/0s,fatal=1/0s",
+        ),
+        ("HOOKLANE_OPERATOR_WEBHOOK_URL", operator.as_str()),
+        ("HOOKLANE_OPERATOR_WEBHOOK_SECRET", OPERATOR_SECRET),
+        ("HOOKLANE_BACKFILL_RATE", "50"),
+    ];
+    env.extend_from_slice(extra);
+    Server::start_on(backend, test_env(&env)).await
+}
+
+async fn subscription(server: &Server, id: &str) -> Value {
+    server
+        .call("GET", &format!("/v1/tenants/acme/subscriptions/{id}"), None)
+        .await
+        .1
+}
+
+async fn wait_status(server: &Server, id: &str, status: &str) -> bool {
+    for _ in 0..600 {
+        if subscription(server, id).await["status"] == status {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
+
+fn ids(rx: &Receiver, name: &str) -> Vec<String> {
+    rx.requests(name)
+        .iter()
+        .map(|r| r.header("webhook-id"))
+        .collect()
+}
+
+async fn a_dead_receiver_is_suspended_notified_once_and_enable_backfills_in_order(
+    backend: Backend,
+) {
+    let rx = Receiver::start().await;
+    rx.set_default("dead", Reply::Status(500));
+    let server = setup(backend, &rx, &[]).await;
+    let sub = server.subscribe("acme", &rx.url("dead"), &["*"]).await;
+    let id = sub["id"].as_str().unwrap().to_owned();
+    let mut events = Vec::new();
+    for n in 0..2 {
+        events.push(
+            server
+                .publish("acme", "order.created", json!({ "n": n }))
+                .await,
+        );
+        assert!(eventually(WAIT, || rx.count("dead") == n + 1).await);
+    }
+    assert!(
+        wait_status(&server, &id, "suspended").await,
+        "suspended after the streak"
+    );
+    let view = subscription(&server, &id).await;
+    assert!(view["suspended_at"].is_string());
+    assert!(view["status_reason"]
+        .as_str()
+        .unwrap()
+        .contains("retryable"));
+
+    assert!(
+        eventually(WAIT, || rx.count("operator") == 1).await,
+        "one notification"
+    );
+    let note = &rx.requests("operator")[0];
+    let wh = standardwebhooks::Webhook::new(OPERATOR_SECRET).unwrap();
+    wh.verify(&note.body, &note.headers)
+        .expect("the notification is signed");
+    let body: Value = serde_json::from_slice(&note.body).unwrap();
+    assert_eq!(body["type"], "subscription.suspended");
+    let data = &body["data"];
+    assert_eq!(data["subscription_id"], id.as_str());
+    assert_eq!(data["tenant_id"], "acme");
+    assert_eq!(data["url"], rx.url("dead").as_str());
+    assert_eq!(data["failure_count"], 2);
+    assert!(data["failing_since"].is_string());
+    assert_eq!(data["last_status_code"], 500);
+    assert!(data["last_error"].as_str().unwrap().contains("500"));
+    assert!(data["held_events"].is_u64());
+    assert!(data["reenable"].as_str().unwrap().contains("/enable"));
+
+    for n in 2..4 {
+        events.push(
+            server
+                .publish("acme", "order.created", json!({ "n": n }))
+                .await,
+        );
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(rx.count("dead"), 2, "nothing attempted while suspended");
+
+    rx.set_default("dead", Reply::Status(204));
+    let (status, enabled) = server
+        .call(
+            "POST",
+            &format!("/v1/tenants/acme/subscriptions/{id}/enable"),
+            None,
+        )
+        .await;
+    assert_eq!(status, 200, "{enabled}");
+    assert_eq!(enabled["status"], "active");
+    assert_eq!(enabled["health"]["consecutive_failures"], 0);
+    let probe = &rx.requests("dead")[2];
+    let probe_body: Value = serde_json::from_slice(&probe.body).unwrap();
+    assert_eq!(probe_body["type"], "endpoint.probe");
+    assert!(
+        eventually(WAIT, || ids(&rx, "dead").len() == 3 + events.len()).await,
+        "every missed event arrived: {:?}",
+        ids(&rx, "dead")
+    );
+    assert_eq!(ids(&rx, "dead")[3..], events[..], "once each, in order");
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert_eq!(rx.count("dead"), 3 + events.len(), "no duplicates");
+    assert_eq!(rx.count("operator"), 1, "still one notification");
+}
+
+async fn enable_against_a_503_stays_suspended_says_why_and_backfills_nothing(backend: Backend) {
+    let rx = Receiver::start().await;
+    rx.set_default("dead", Reply::Status(503));
+    let server = setup(backend, &rx, &[]).await;
+    let sub = server.subscribe("acme", &rx.url("dead"), &["*"]).await;
+    let id = sub["id"].as_str().unwrap().to_owned();
+    for n in 0..2 {
+        server.publish("acme", "a.b", json!({ "n": n })).await;
+        assert!(eventually(WAIT, || rx.count("dead") == n + 1).await);
+    }
+    assert!(wait_status(&server, &id, "suspended").await);
+    let (status, problem) = server
+        .call(
+            "POST",
+            &format!("/v1/tenants/acme/subscriptions/{id}/enable"),
+            None,
+        )
+        .await;
+    assert_eq!(status, 409);
+    assert!(
+        problem["detail"].as_str().unwrap().contains("503"),
+        "{problem}"
+    );
+    let view = subscription(&server, &id).await;
+    assert_eq!(view["status"], "suspended");
+    assert!(view["status_reason"].as_str().unwrap().contains("503"));
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        rx.count("dead"),
+        3,
+        "two deliveries and the probe, nothing backfilled"
+    );
+}
+
+async fn an_open_breaker_stops_connecting_to_a_hanging_receiver_and_others_are_unaffected(
+    backend: Backend,
+) {
+    let rx = Receiver::start().await;
+    rx.set_default("hang", Reply::Hang);
+    let server = setup(
+        backend,
+        &rx,
+        &[
+            (
+                "HOOKLANE_RETRY_SCHEDULE",
+                "0s,100ms,100ms,100ms,100ms,100ms",
+            ),
+            ("HOOKLANE_ATTEMPT_TIMEOUT", "500ms"),
+            ("HOOKLANE_BREAKER", "failures=2,open=4s,max_open=4s"),
+            ("HOOKLANE_SUSPEND_POLICY", "retryable=100/1h"),
+        ],
+    )
+    .await;
+    let hang = server.subscribe("acme", &rx.url("hang"), &["hang.*"]).await;
+    server.subscribe("acme", &rx.url("ok"), &["ok.*"]).await;
+    server.publish("acme", "hang.one", json!({})).await;
+    assert!(
+        eventually(WAIT, || rx.count("hang") == 2).await,
+        "two timed-out attempts"
+    );
+    // Open: no new connection for the open period, while the other
+    // subscription's deliveries go straight through.
+    for n in 0..3 {
+        let before = rx.count("ok");
+        server.publish("acme", "ok.ping", json!({ "n": n })).await;
+        assert!(eventually(Duration::from_secs(5), || rx.count("ok") == before + 1).await);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert_eq!(rx.count("hang"), 2, "not connected to while open");
+    let view = subscription(&server, hang["id"].as_str().unwrap()).await;
+    assert_eq!(view["health"]["breaker"]["state"], "open");
+    assert!(
+        eventually(WAIT, || rx.count("hang") == 3).await,
+        "half-open lets one attempt through"
+    );
+}
+
+on_both_backends!(
+    a_dead_receiver_is_suspended_notified_once_and_enable_backfills_in_order,
+    enable_against_a_503_stays_suspended_says_why_and_backfills_nothing,
+    an_open_breaker_stops_connecting_to_a_hanging_receiver_and_others_are_unaffected,
+);
