@@ -298,6 +298,35 @@ pub async fn a_deleted_subscription_is_gone_for_attempts_and_fan_out(h: &dyn Har
     );
 }
 
+/// Suspension is a guarded transition: of two concurrent attempts exactly
+/// one takes effect; re-enabling likewise, and it resets health (G8).
+pub async fn suspension_is_a_guarded_transition(h: &dyn Harness) {
+    let subs = h.subscriptions();
+    let t = tenant("a");
+    let mut sub = subscription(&t, &["*"]);
+    sub.health.consecutive_failures = 7;
+    subs.insert(&sub).await.expect("insert");
+    let now = OffsetDateTime::now_utc();
+    let (a, b) = futures::join!(
+        subs.suspend(&t, &sub.id, now, "permanent failures"),
+        subs.suspend(&t, &sub.id, now, "permanent failures")
+    );
+    assert_eq!(u8::from(a.expect("suspend")) + u8::from(b.expect("suspend")), 1, "exactly one");
+    let got = subs.get(&t, &sub.id).await.expect("get").expect("kept");
+    assert_eq!(got.status, SubscriptionStatus::Suspended);
+    assert_eq!(got.status_reason.as_deref(), Some("permanent failures"));
+    assert_eq!(got.secret, sub.secret, "secret survives");
+    assert_eq!(got.filters, sub.filters, "filters survive");
+    let ty = EventType::parse("a.b").expect("type");
+    assert!(subs.matching(&t, &ty, None, 10).await.expect("matching").is_empty(), "no fan-out");
+    assert!(subs.activate(&t, &sub.id, now).await.expect("activate"));
+    assert!(!subs.activate(&t, &sub.id, now).await.expect("activate"), "already active");
+    let got = subs.get(&t, &sub.id).await.expect("get").expect("kept");
+    assert_eq!(got.status, SubscriptionStatus::Active);
+    assert_eq!(got.health.consecutive_failures, 0, "health reset");
+    assert!(got.suspended_at.is_none());
+}
+
 /// Every check, in order.
 pub async fn run_all(h: &dyn Harness) {
     subscriptions_are_tenant_scoped_and_tombstoned(h).await;
@@ -305,4 +334,5 @@ pub async fn run_all(h: &dyn Harness) {
     accepting_is_idempotent_for_a_day(h).await;
     deliveries_lease_finish_park_and_replay(h).await;
     a_deleted_subscription_is_gone_for_attempts_and_fan_out(h).await;
+    suspension_is_a_guarded_transition(h).await;
 }

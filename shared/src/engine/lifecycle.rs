@@ -244,3 +244,90 @@ impl Engine {
 fn operator_tenant() -> StoreResult<TenantId> {
     TenantId::parse(OPERATOR_TENANT).map_err(|e| StoreError::Backend(e.0))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicUsize;
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::config::Config;
+    use crate::contract;
+    use crate::engine::Ports;
+    use crate::ports::{Notifier, SubscriptionStore, SystemClock, Wakeup};
+    use crate::sqlite::SqliteStore;
+
+    /// Counts notices (a hand-written fake: this tests the core alone).
+    #[derive(Default)]
+    struct Counting(AtomicUsize);
+
+    #[async_trait::async_trait]
+    impl Notifier for Counting {
+        async fn suspended(&self, _: &serde_json::Value) -> StoreResult<()> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        }
+    }
+
+    struct Quiet;
+
+    impl Wakeup for Quiet {
+        fn fan_out(&self) {}
+        fn lanes(&self, _: &TenantId, _: &[SubscriptionId]) {}
+        fn backfill(&self) {}
+    }
+
+    #[tokio::test]
+    async fn two_concurrent_suspensions_of_one_subscription_send_exactly_one_notice() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("t.db")).unwrap();
+        let notices = Arc::new(Counting::default());
+        let ports = Ports {
+            subscriptions: Arc::new(store.clone()),
+            events: Arc::new(store.clone()),
+            queue: Arc::new(store.clone()),
+            attempts: Arc::new(store.clone()),
+            clock: Arc::new(SystemClock),
+            sender: Arc::new(crate::sender::HttpSender::new(Default::default(), std::time::Duration::from_secs(1)).unwrap()),
+            wakeup: Arc::new(Quiet),
+            notifier: notices.clone(),
+        };
+        let mut config = Config::default();
+        config.suspend_policy = crate::health::SuspendPolicy::parse("retryable=1/0s").unwrap();
+        let engine = Engine::new(ports, config);
+        let tenant = TenantId::parse("acme").unwrap();
+        let sub = contract::subscription(&tenant, &["*"]);
+        store.insert(&sub).await.unwrap();
+        let now = OffsetDateTime::now_utc();
+        let health = Health {
+            consecutive_failures: 1,
+            retryable_failures: 1,
+            first_failure_at: Some(now),
+            ..Health::default()
+        };
+        let last = Attempt {
+            id: AttemptId::generate(),
+            tenant: tenant.clone(),
+            subscription_id: sub.id.clone(),
+            event_id: EventId::generate(),
+            attempt: 1,
+            started_at: now,
+            duration_ms: 1,
+            status_code: Some(503),
+            outcome: "parked".into(),
+            error: Some("status 503".into()),
+            response_excerpt: None,
+        };
+        let (a, b) = tokio::join!(
+            engine.suspend_if_due(&sub, &health, &last),
+            engine.suspend_if_due(&sub, &health, &last)
+        );
+        a.unwrap();
+        b.unwrap();
+        assert_eq!(notices.0.load(Ordering::SeqCst), 1, "exactly one notice");
+        assert_eq!(engine.metrics.suspensions[0].load(Ordering::SeqCst), 1);
+        let now_suspended = store.get(&tenant, &sub.id).await.unwrap().unwrap();
+        assert_eq!(now_suspended.status, SubscriptionStatus::Suspended);
+        assert!(now_suspended.status_reason.unwrap().contains("retryable"));
+    }
+}
