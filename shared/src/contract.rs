@@ -224,9 +224,8 @@ pub async fn deliveries_lease_finish_park_and_replay(h: &dyn Harness) {
         "stale attempt count"
     );
     let a1 = attempt(&d, 1, "parked", Some(410));
-    log.record(&a1).await.expect("log");
     queue
-        .finish(&d, Some(&sub), &Finish::Parked("status 410".into()), &a1)
+        .finish(&d, Some(&sub), &Finish::Parked("status 410".into()), Some(&a1), None)
         .await
         .expect("finish");
     assert!(

@@ -177,15 +177,19 @@ pub trait DeliveryQueue: Send + Sync {
         now: OffsetDateTime,
         lease_until: OffsetDateTime,
     ) -> StoreResult<bool>;
-    /// Records how the attempt ended, with its last status and error.
-    /// `sub` is the subscription as read before the attempt (its lane
-    /// state decides spilling and refilling where the queue has them).
+    /// Records how a delivery's turn ended: its state, and (for an attempt)
+    /// the attempt in the attempt log with its status and error, and the
+    /// subscription's health record when the retry sequence ended, in one
+    /// write where the store allows. `sub` is the subscription as read
+    /// before the attempt (its lane state decides spilling and refilling
+    /// where the queue has them).
     async fn finish(
         &self,
         d: &Delivery,
         sub: Option<&Subscription>,
         finish: &Finish,
-        last: &Attempt,
+        last: Option<&Attempt>,
+        health: Option<&Health>,
     ) -> StoreResult<()>;
     /// A tenant's parked deliveries after the cursor, oldest first; each
     /// with its cursor.

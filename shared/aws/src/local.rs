@@ -261,5 +261,6 @@ pub async fn from_env() -> anyhow::Result<(AwsStore, Arc<Engine>)> {
     let sdk = crate::sdk_config().await;
     let store = AwsStore::new(&sdk, Settings::from_env()?);
     let engine = engine(config, &store, &sdk)?;
+    engine.ensure_operator_subscription().await?;
     Ok((store, engine))
 }

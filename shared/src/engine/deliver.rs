@@ -35,10 +35,9 @@ impl Engine {
             Prepared::Ready(ready) => *ready,
             Prepared::Gone => return self.drop_delivery(d).await,
             Prepared::Suspended(sub) => {
-                let note = self.note(d, "held", "subscription suspended");
                 self.ports
                     .queue
-                    .finish(d, Some(&sub), &Finish::Held, &note)
+                    .finish(d, Some(&sub), &Finish::Held, None, None)
                     .await?;
                 return Ok(Step::Held);
             }
@@ -77,10 +76,9 @@ impl Engine {
     }
 
     async fn drop_delivery(&self, d: &Delivery) -> StoreResult<Step> {
-        let note = self.note(d, "dropped", "subscription deleted");
         self.ports
             .queue
-            .finish(d, None, &Finish::Dropped, &note)
+            .finish(d, None, &Finish::Dropped, None, None)
             .await?;
         self.metrics.dropped.fetch_add(1, Ordering::Relaxed);
         info!(
@@ -189,10 +187,11 @@ impl Engine {
             error: (!report.result.is_success()).then(|| report.result.describe()),
             response_excerpt: report.excerpt.clone(),
         };
-        self.ports.attempts.record(&attempt).await?;
+        let ended = matches!(step, Step::Delivered | Step::Parked(_));
+        let health = ended.then(|| next_health(&sub.health, &attempt, report.result.failure_class(), seq));
         self.ports
             .queue
-            .finish(d, Some(sub), &finish, &attempt)
+            .finish(d, Some(sub), &finish, Some(&attempt), health.as_ref())
             .await?;
         let counter = match &step {
             Step::Delivered => &self.metrics.delivered,
@@ -200,13 +199,8 @@ impl Engine {
             _ => &self.metrics.parked,
         };
         counter.fetch_add(1, Ordering::Relaxed);
-        if matches!(step, Step::Delivered | Step::Parked(_)) {
-            let health = next_health(&sub.health, &attempt, report.result.failure_class(), seq);
-            self.ports
-                .subscriptions
-                .record_health(&d.tenant, &d.subscription_id, &health)
-                .await?;
-            self.suspend_if_due(sub, &health, &attempt).await?;
+        if let Some(health) = &health {
+            self.suspend_if_due(sub, health, &attempt).await?;
         }
         info!(
             subscription_id = d.subscription_id.as_str(),
@@ -216,22 +210,5 @@ impl Engine {
             "attempt finished"
         );
         Ok(step)
-    }
-
-    /// An attempt-log entry for a delivery that was not attempted.
-    fn note(&self, d: &Delivery, outcome: &str, why: &str) -> Attempt {
-        Attempt {
-            id: AttemptId::generate(),
-            tenant: d.tenant.clone(),
-            subscription_id: d.subscription_id.clone(),
-            event_id: d.event_id.clone(),
-            attempt: d.attempts,
-            started_at: self.ports.clock.now(),
-            duration_ms: 0,
-            status_code: None,
-            outcome: outcome.into(),
-            error: Some(why.into()),
-            response_excerpt: None,
-        }
     }
 }

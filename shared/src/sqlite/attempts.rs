@@ -1,38 +1,40 @@
 //! `AttemptLog` over SQLite: an append-only table read newest first.
 
 use async_trait::async_trait;
-use rusqlite::params;
+use rusqlite::{params, Connection};
 
 use super::{corrupt, from_ms, ms, SqliteStore};
 use crate::domain::{Attempt, AttemptId, EventId, SubscriptionId, TenantId};
 use crate::ports::{AttemptLog, StoreResult};
 
+/// Appends one attempt (inside the caller's write).
+pub(super) fn insert(conn: &Connection, a: &Attempt) -> rusqlite::Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO attempts (id, tenant, subscription_id, event_id, attempt, started_at, \
+         duration_ms, status_code, outcome, error, response_excerpt) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+    )?
+    .execute(params![
+        a.id.as_str(),
+        a.tenant.as_str(),
+        a.subscription_id.as_str(),
+        a.event_id.as_str(),
+        a.attempt,
+        ms(a.started_at),
+        a.duration_ms as i64,
+        a.status_code,
+        a.outcome,
+        a.error,
+        a.response_excerpt
+    ])
+    .map(|_| ())
+}
+
 #[async_trait]
 impl AttemptLog for SqliteStore {
     async fn record(&self, a: &Attempt) -> StoreResult<()> {
         let a = a.clone();
-        self.write(move |conn| {
-            conn.prepare_cached(
-                "INSERT INTO attempts (id, tenant, subscription_id, event_id, attempt, started_at, \
-                 duration_ms, status_code, outcome, error, response_excerpt) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-            )?
-            .execute(params![
-                a.id.as_str(),
-                a.tenant.as_str(),
-                a.subscription_id.as_str(),
-                a.event_id.as_str(),
-                a.attempt,
-                ms(a.started_at),
-                a.duration_ms as i64,
-                a.status_code,
-                a.outcome,
-                a.error,
-                a.response_excerpt
-            ])
-            .map(|_| ())
-        })
-        .await
+        self.write_relaxed(move |conn| insert(conn, &a)).await
     }
 
     async fn list(

@@ -156,6 +156,6 @@ impl SqliteStore {
     /// Queues the next missed event of a backfill, if any.
     pub async fn backfill_step(&self, sub: &SubscriptionId) -> StoreResult<BackfillStep> {
         let sub = sub.as_str().to_owned();
-        self.write(move |conn| step(conn, &sub)).await
+        self.write_relaxed(move |conn| step(conn, &sub)).await
     }
 }

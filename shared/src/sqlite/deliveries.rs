@@ -9,7 +9,7 @@ use time::OffsetDateTime;
 
 use super::{corrupt, from_ms, ms, SqliteStore};
 use crate::domain::{
-    Attempt, DeadLetter, Delivery, EventId, EventType, Subscription, SubscriptionId, TenantId,
+    Attempt, DeadLetter, Delivery, EventId, EventType, Health, Subscription, SubscriptionId, TenantId,
 };
 use crate::ports::{DeliveryQueue, DeliveryView, Finish, NewDelivery, StoreResult};
 
@@ -52,7 +52,7 @@ impl DeliveryQueue for SqliteStore {
     async fn enqueue(&self, deliveries: &[NewDelivery]) -> StoreResult<()> {
         let rows = deliveries.to_vec();
         let now = ms(OffsetDateTime::now_utc());
-        self.write(move |conn| {
+        self.write_relaxed(move |conn| {
             let mut stmt = conn.prepare_cached(
                 "INSERT OR IGNORE INTO deliveries \
                  (tenant, subscription_id, event_id, event_type, state, next_attempt_at, updated_at) \
@@ -80,7 +80,7 @@ impl DeliveryQueue for SqliteStore {
     ) -> StoreResult<bool> {
         let (seq, attempts, sub) = (d.seq, d.attempts, d.subscription_id.clone());
         let (now, lease) = (ms(now), ms(lease_until));
-        self.write(move |conn| {
+        self.write_relaxed(move |conn| {
             // The tombstone is checked in the same write that starts the
             // attempt: a DELETE committed before it wins, so no attempt
             // starts after the DELETE was answered.
@@ -103,13 +103,23 @@ impl DeliveryQueue for SqliteStore {
         d: &Delivery,
         _sub: Option<&Subscription>,
         finish: &Finish,
-        last: &Attempt,
+        last: Option<&Attempt>,
+        health: Option<&Health>,
     ) -> StoreResult<()> {
-        let seq = d.seq;
+        let (seq, tenant, sub) = (d.seq, d.tenant.clone(), d.subscription_id.clone());
         let finish = finish.clone();
-        let (status, error) = (last.status_code, last.error.clone());
+        let (last, health) = (last.cloned(), health.cloned());
+        let status = last.as_ref().and_then(|a| a.status_code);
+        let error = last.as_ref().and_then(|a| a.error.clone());
         let now = ms(OffsetDateTime::now_utc());
-        self.write(move |conn| {
+        // State, attempt log and health in one write.
+        self.write_relaxed(move |conn| {
+            if let Some(a) = &last {
+                super::attempts::insert(conn, a)?;
+            }
+            if let Some(h) = &health {
+                super::subscriptions::write_health(conn, &tenant, &sub, h)?;
+            }
             let (state, next, reason, parked) = match &finish {
                 Finish::Delivered => ("delivered", None, None, None),
                 Finish::RetryAt(at) => ("pending", Some(ms(*at)), None, None),
@@ -242,7 +252,7 @@ impl DeliveryQueue for SqliteStore {
 
     async fn defer(&self, d: &Delivery, until: OffsetDateTime) -> StoreResult<()> {
         let (seq, until) = (d.seq, ms(until));
-        self.write(move |conn| {
+        self.write_relaxed(move |conn| {
             conn.prepare_cached(
                 "UPDATE deliveries SET next_attempt_at = ?2 WHERE seq = ?1 AND state = 'pending'",
             )?

@@ -105,7 +105,7 @@ impl SqliteStore {
 
     /// Marks fan-out jobs done (after their deliveries are enqueued).
     pub async fn complete_fan_outs(&self, seqs: Vec<i64>) -> StoreResult<()> {
-        self.write(move |conn| {
+        self.write_relaxed(move |conn| {
             let mut stmt = conn.prepare_cached("DELETE FROM fanout_jobs WHERE seq = ?1")?;
             for s in seqs {
                 stmt.execute(params![s])?;
@@ -123,7 +123,7 @@ impl SqliteStore {
         retention: Duration,
     ) -> StoreResult<usize> {
         let cutoff = ms(now - retention);
-        self.write(move |conn| {
+        self.write_relaxed(move |conn| {
             let mut n = conn.execute(
                 "DELETE FROM deliveries WHERE state != 'pending' AND updated_at < ?1",
                 params![cutoff],

@@ -1,10 +1,18 @@
 //! The embedded adapter: every port over one SQLite file in WAL mode.
 //!
 //! Writes go to one writer thread that commits them in groups (group
-//! commit): each write runs in its own savepoint, the group commits with one
-//! `fsync` (`synchronous=FULL`), and only then does each caller get its
-//! answer, so nothing acknowledged is lost in a crash and the disk is not
-//! asked for one flush per write. Reads use a small pool of connections,
+//! commit): each write runs in its own savepoint, the group commits once,
+//! and only then does each caller get its answer.
+//!
+//! Durability is chosen per write. Whatever an API answer promises (an
+//! accepted event, a registration, an unregistration, a replay, a status
+//! change) is a durable write: its group commits with `fsync`
+//! (`synchronous=FULL`), so a power loss cannot undo it. Delivery progress
+//! (attempt starts, outcomes, the attempt log, fan-out bookkeeping) is a
+//! relaxed write: committed to the WAL without waiting for the disk, which
+//! survives any process crash; after a power loss the database holds a
+//! prefix of those commits, so a delivery may be attempted once more
+//! (at-least-once), never lost. Reads use a small pool of connections,
 //! which WAL lets run beside the writer.
 
 mod attempts;
@@ -28,11 +36,15 @@ pub use deliveries::Lane;
 
 /// Most writes committed together in one transaction.
 const GROUP_LIMIT: usize = 512;
-/// Idle read connections kept open.
-const READERS: usize = 8;
 
 type Reply = Box<dyn FnOnce(Option<&str>) + Send>;
-type Job = Box<dyn FnOnce(&Connection) -> (bool, Reply) + Send>;
+type Run = Box<dyn FnOnce(&Connection) -> (bool, Reply) + Send>;
+
+/// One write for the writer thread.
+struct Job {
+    run: Run,
+    durable: bool,
+}
 
 /// Every port over one SQLite database.
 #[derive(Clone)]
@@ -43,7 +55,6 @@ pub struct SqliteStore {
 struct Inner {
     path: PathBuf,
     jobs: Mutex<mpsc::Sender<Job>>,
-    readers: Mutex<Vec<Connection>>,
 }
 
 fn backend(e: impl std::fmt::Display) -> StoreError {
@@ -74,19 +85,37 @@ impl SqliteStore {
             inner: Arc::new(Inner {
                 path: path.to_owned(),
                 jobs: Mutex::new(tx),
-                readers: Mutex::new(Vec::new()),
             }),
         })
     }
 
-    /// Runs `f` in the writer's next group; answers after the group commits.
+    /// Runs `f` in the writer's next group; answers after the group
+    /// commits durably (`fsync`).
     pub(crate) async fn write<T, F>(&self, f: F) -> StoreResult<T>
     where
         T: Send + 'static,
         F: FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
     {
+        self.submit(f, true).await
+    }
+
+    /// Runs `f` in the writer's next group; answers after the group
+    /// commits to the WAL (process-crash safe, not power-loss safe).
+    pub(crate) async fn write_relaxed<T, F>(&self, f: F) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
+    {
+        self.submit(f, false).await
+    }
+
+    async fn submit<T, F>(&self, f: F, durable: bool) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
+    {
         let (tx, rx) = oneshot::channel::<StoreResult<T>>();
-        let job: Job = Box::new(move |conn| {
+        let run: Run = Box::new(move |conn| {
             let result = f(conn);
             let ok = result.is_ok();
             let reply: Reply = Box::new(move |commit_err| {
@@ -102,36 +131,39 @@ impl SqliteStore {
             .jobs
             .lock()
             .map_err(|_| backend("writer lock poisoned"))?
-            .send(job)
+            .send(Job { run, durable })
             .map_err(|_| backend("the writer thread has stopped"))?;
         rx.await
             .map_err(|_| backend("the writer dropped a write"))?
     }
 
-    /// Runs `f` on a read connection off the async runtime.
+    /// Runs `f` on this thread's read connection to the database. Reads
+    /// are short indexed lookups, so they run in place rather than hopping
+    /// to a blocking thread: the hop (two context switches per read) cost
+    /// more than the read itself. WAL readers never wait for the writer.
     pub(crate) async fn read<T, F>(&self, f: F) -> StoreResult<T>
     where
         T: Send + 'static,
         F: FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
     {
-        let inner = self.inner.clone();
-        tokio::task::spawn_blocking(move || {
-            let pooled = inner.readers.lock().ok().and_then(|mut p| p.pop());
-            let conn = match pooled {
-                Some(c) => c,
-                None => open_conn(&inner.path).map_err(backend)?,
-            };
-            let result = f(&conn).map_err(backend);
-            if let Ok(mut pool) = inner.readers.lock() {
-                if pool.len() < READERS {
-                    pool.push(conn);
-                }
+        READERS_BY_THREAD.with(|cell| {
+            let mut map = cell.borrow_mut();
+            if !map.contains_key(&self.inner.path) {
+                let conn = open_conn(&self.inner.path).map_err(backend)?;
+                map.insert(self.inner.path.clone(), conn);
             }
-            result
+            let conn = map
+                .get(&self.inner.path)
+                .ok_or_else(|| backend("no read connection"))?;
+            f(conn).map_err(backend)
         })
-        .await
-        .map_err(backend)?
     }
+}
+
+thread_local! {
+    /// One read connection per thread and database file.
+    static READERS_BY_THREAD: std::cell::RefCell<std::collections::HashMap<PathBuf, Connection>> =
+        std::cell::RefCell::new(std::collections::HashMap::new());
 }
 
 fn writer_loop(conn: Connection, rx: mpsc::Receiver<Job>) {
@@ -144,13 +176,15 @@ fn writer_loop(conn: Connection, rx: mpsc::Receiver<Job>) {
             }
         }
         let mut replies = Vec::with_capacity(group.len());
+        let sync = if group.iter().any(|j| j.durable) { "FULL" } else { "NORMAL" };
+        let _ = conn.execute_batch(&format!("PRAGMA synchronous={sync}"));
         let begin = conn.execute_batch("BEGIN IMMEDIATE");
         for job in group {
             if let Err(e) = conn.execute_batch("SAVEPOINT job") {
                 replies.push((false, Box::new(move |_: Option<&str>| drop(e)) as Reply));
                 continue;
             }
-            let (ok, reply) = job(&conn);
+            let (ok, reply) = (job.run)(&conn);
             let end = if ok {
                 "RELEASE job"
             } else {

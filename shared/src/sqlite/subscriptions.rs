@@ -62,6 +62,13 @@ fn write_filters(conn: &Connection, sub: &Subscription) -> rusqlite::Result<()> 
     Ok(())
 }
 
+/// Writes a subscription's health record (inside the caller's write).
+pub(super) fn write_health(conn: &Connection, tenant: &TenantId, id: &SubscriptionId, health: &Health) -> rusqlite::Result<()> {
+    conn.prepare_cached("UPDATE subscriptions SET health = ?3 WHERE id = ?1 AND tenant = ?2")?
+        .execute(params![id.as_str(), tenant.as_str(), json(health)])
+        .map(|_| ())
+}
+
 fn json<T: serde::Serialize>(v: &T) -> String {
     serde_json::to_string(v).unwrap_or_else(|_| "null".into())
 }
@@ -274,20 +281,8 @@ impl SubscriptionStore for SqliteStore {
         .await
     }
 
-    async fn record_health(
-        &self,
-        tenant: &TenantId,
-        id: &SubscriptionId,
-        health: &Health,
-    ) -> StoreResult<()> {
-        let (tenant, id, health) = (tenant.clone(), id.clone(), json(health));
-        self.write(move |conn| {
-            conn.execute(
-                "UPDATE subscriptions SET health = ?3 WHERE id = ?1 AND tenant = ?2",
-                params![id.as_str(), tenant.as_str(), health],
-            )
-            .map(|_| ())
-        })
-        .await
+    async fn record_health(&self, tenant: &TenantId, id: &SubscriptionId, health: &Health) -> StoreResult<()> {
+        let (tenant, id, health) = (tenant.clone(), id.clone(), health.clone());
+        self.write_relaxed(move |conn| write_health(conn, &tenant, &id, &health)).await
     }
 }

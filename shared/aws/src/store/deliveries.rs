@@ -12,10 +12,10 @@ use std::collections::HashMap;
 use async_trait::async_trait;
 use aws_sdk_sqs::types::{MessageAttributeValue, SendMessageBatchRequestEntry};
 use hooklane_core::domain::{
-    Attempt, DeadLetter, Delivery, EventId, EventType, Subscription, SubscriptionId, TenantId,
+    Attempt, DeadLetter, Delivery, EventId, EventType, Health, Subscription, SubscriptionId, TenantId,
 };
 use hooklane_core::ports::{
-    DeliveryQueue, DeliveryView, Finish, NewDelivery, StoreError, StoreResult,
+    DeliveryQueue, DeliveryView, Finish, NewDelivery, StoreError, StoreResult, SubscriptionStore,
 };
 use hooklane_core::record::{from_ms, ms};
 use time::OffsetDateTime;
@@ -364,10 +364,17 @@ impl DeliveryQueue for AwsStore {
         d: &Delivery,
         sub: Option<&Subscription>,
         finish: &Finish,
-        last: &Attempt,
+        last: Option<&Attempt>,
+        health: Option<&Health>,
     ) -> StoreResult<()> {
         if matches!(finish, Finish::Held) {
             return self.hold(d).await;
+        }
+        if let Some(a) = last {
+            hooklane_core::ports::AttemptLog::record(self, a).await?;
+        }
+        if let Some(h) = health {
+            SubscriptionStore::record_health(self, &d.tenant, &d.subscription_id, h).await?;
         }
         let now = OffsetDateTime::now_utc();
         let mut req = self
@@ -380,11 +387,11 @@ impl DeliveryQueue for AwsStore {
             .expression_attribute_values(":pending", s("pending"))
             .expression_attribute_values(":updated", n(ms(now)));
         let mut set = vec!["#state = :state", "updated_at = :updated"];
-        if let Some(code) = last.status_code {
+        if let Some(code) = last.and_then(|a| a.status_code) {
             set.push("last_status = :status");
             req = req.expression_attribute_values(":status", n(code));
         }
-        if let Some(err) = &last.error {
+        if let Some(err) = last.and_then(|a| a.error.as_ref()) {
             set.push("last_error = :error");
             req = req.expression_attribute_values(":error", s(truncate(err, 1000)));
         }
@@ -420,7 +427,9 @@ impl DeliveryQueue for AwsStore {
         }
         match (finish, sub) {
             (Finish::Parked(reason), sub) => {
-                self.park_to_dlq(d, reason, last).await?;
+                if let Some(last) = last {
+                    self.park_to_dlq(d, reason, last).await?;
+                }
                 match sub {
                     Some(sub) if sub.spilling => self.refill(sub).await,
                     _ => Ok(()),

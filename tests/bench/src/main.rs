@@ -1,0 +1,107 @@
+//! `hooklane-bench`: starts its own loopback receiver and `hooklane serve`
+//! on a temporary database, drives it, and prints the figures
+//! BENCHMARKS.md records, each as a median and spread where it is sampled.
+//! Build the server first: `cargo build --release`.
+
+mod figures;
+mod lambda;
+mod rig;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(about = "hooklane benchmarks (figures of BENCHMARKS.md)")]
+struct Cli {
+    /// The `hooklane` binary to benchmark.
+    #[arg(long, global = true, default_value = "target/release/hooklane")]
+    bin: String,
+    #[command(subcommand)]
+    figure: Figure,
+}
+
+#[derive(Subcommand)]
+enum Figure {
+    /// 1: healthy latency while N receivers hang (N = 0, 8, 100, 1000).
+    Isolation {
+        #[arg(long, default_value_t = 30)]
+        samples: usize,
+    },
+    /// 2: deliveries per second and CPU per delivery with 1, 100, 10,000 subscriptions.
+    Throughput {
+        #[arg(long, default_value_t = 30)]
+        secs: u64,
+        #[arg(long, default_value_t = 32)]
+        publishers: usize,
+    },
+    /// 3: publish-to-arrival p50/p99 at a given rate (half the measured maximum).
+    Latency {
+        #[arg(long)]
+        rate: f64,
+        #[arg(long, default_value_t = 20)]
+        secs: u64,
+    },
+    /// 3b: drain rate of a backlog queued while the receiver was down.
+    Drain {
+        #[arg(long, default_value_t = 10_000)]
+        backlog: u64,
+    },
+    /// 4: one event to N subscriptions: enqueued and arrived times.
+    Fanout {
+        #[arg(long, default_value_t = 10_000)]
+        subs: usize,
+    },
+    /// 6: Lambda binary sizes and init time.
+    Lambda(lambda::Args),
+    /// 7: peak RSS along a long run.
+    Memory {
+        #[arg(long, default_value_t = 1_000_000)]
+        deliveries: u64,
+    },
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    // Each hung receiver holds two sockets in this process.
+    let _ = rlimit::increase_nofile_limit(65_536);
+    let cli = Cli::parse();
+    let bin = cli.bin.as_str();
+    match cli.figure {
+        Figure::Isolation { samples } => {
+            for n in [0, 8, 100, 1000] {
+                let mut s = figures::isolation(bin, n, samples).await?;
+                figures::row(&format!("isolation N={n}"), "ms", &mut s);
+            }
+        }
+        Figure::Throughput { secs, publishers } => {
+            for subs in [1, 100, 10_000] {
+                let t = figures::throughput(bin, subs, secs, publishers, u64::MAX).await?;
+                println!(
+                    "throughput subs={subs:<6} {:>8.0} deliveries/s   CPU {:.3} ms/delivery   peak RSS {:.1} MB   ({} delivered)",
+                    t.per_sec, t.cpu_ms, t.rss_mb, t.delivered
+                );
+            }
+        }
+        Figure::Latency { rate, secs } => {
+            let mut s = figures::latency(bin, rate, secs).await?;
+            let (p50, _, _) = rig::spread(&mut s);
+            let p99 = s[((s.len() - 1) as f64 * 0.99).round() as usize];
+            println!("latency at {rate:.0}/s           p50 {p50:.2} ms   p99 {p99:.2} ms   max {:.2} ms   (n={})", s[s.len() - 1], s.len());
+        }
+        Figure::Drain { backlog } => {
+            let (overall, steady) = figures::drain(bin, backlog).await?;
+            println!("drain {backlog} deliveries       {overall:.0}/s from receiver-up   {steady:.0}/s first to last arrival");
+        }
+        Figure::Fanout { subs } => {
+            let (enq, all) = figures::fan_out(bin, subs).await?;
+            println!("fan-out to {subs}          enqueued in {:.3} s   all arrived in {:.3} s", enq, all);
+        }
+        Figure::Lambda(args) => lambda::run(args).await?,
+        Figure::Memory { deliveries } => {
+            let marks = figures::memory(bin, deliveries).await?;
+            for (n, rss) in marks {
+                println!("memory after {n:>9} deliveries   peak RSS {rss:.1} MB");
+            }
+        }
+    }
+    Ok(())
+}

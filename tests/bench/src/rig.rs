@@ -1,0 +1,232 @@
+//! The benchmark rig: a fast loopback receiver (answers at once, hangs, or
+//! is "down" and answers 503), `hooklane serve` as a child process on a
+//! temporary database (so its CPU time and peak RSS are its own), and
+//! publishers driving the API.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+
+/// The API token the rig uses.
+pub const TOKEN: &str = "bench-token-0123456789abcdef";
+
+/// What the receiver has seen.
+#[derive(Default)]
+pub struct Seen {
+    /// Arrival time per `webhook-id` (first arrival only).
+    pub arrivals: Mutex<HashMap<String, Instant>>,
+    /// Requests answered 2xx.
+    pub delivered: AtomicU64,
+    /// Requests held open right now.
+    pub hanging: AtomicU64,
+    /// While set, every non-hanging path answers 503.
+    pub down: AtomicBool,
+}
+
+/// Starts the receiver: `/hang/*` never answers; anything else answers 204
+/// (or 503 while down).
+pub async fn receiver() -> anyhow::Result<(SocketAddr, Arc<Seen>)> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let seen = Arc::new(Seen::default());
+    let state = seen.clone();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let state = state.clone();
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |req| answer(state.clone(), req));
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    Ok((addr, seen))
+}
+
+async fn answer(seen: Arc<Seen>, req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
+    if req.uri().path().starts_with("/hang/") {
+        seen.hanging.fetch_add(1, Ordering::Relaxed);
+        std::future::pending::<()>().await;
+    }
+    let status = if seen.down.load(Ordering::Relaxed) {
+        StatusCode::SERVICE_UNAVAILABLE
+    } else {
+        let id = req
+            .headers()
+            .get("webhook-id")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_owned();
+        if let Ok(mut a) = seen.arrivals.lock() {
+            a.entry(id).or_insert_with(Instant::now);
+        }
+        seen.delivered.fetch_add(1, Ordering::Relaxed);
+        StatusCode::NO_CONTENT
+    };
+    let mut resp = Response::new(Full::new(Bytes::new()));
+    *resp.status_mut() = status;
+    Ok(resp)
+}
+
+/// `hooklane serve` as a child process.
+pub struct Serve {
+    child: Child,
+    /// `http://127.0.0.1:PORT`.
+    pub base: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Serve {
+    /// Starts `bin serve` with the rig's settings plus `extra` variables.
+    pub async fn start(bin: &str, extra: &[(&str, &str)]) -> anyhow::Result<Self> {
+        let dir = tempfile::tempdir()?;
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let mut cmd = Command::new(bin);
+        cmd.args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--db"])
+            .arg(dir.path().join("bench.db"))
+            .env("HOOKLANE_API_TOKEN", TOKEN)
+            .env("HOOKLANE_ALLOW_HTTP", "true")
+            .env("HOOKLANE_ALLOW_PRIVATE_TARGETS", "true")
+            .env("HOOKLANE_BREAKER", "failures=1000000")
+            .env("HOOKLANE_SUSPEND_POLICY", "retryable=1000000/1000h,permanent=1000000/1000h,fatal=1000000/1000h")
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        for (k, v) in extra {
+            cmd.env(k, v);
+        }
+        let child = cmd.spawn().with_context(|| format!("starting {bin} (build it: cargo build --release)"))?;
+        let serve = Self {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+            _dir: dir,
+        };
+        let client = reqwest::Client::new();
+        for _ in 0..200 {
+            if client.get(format!("{}/healthz", serve.base)).send().await.is_ok() {
+                return Ok(serve);
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        anyhow::bail!("serve did not become healthy")
+    }
+
+    /// CPU seconds (user + system) the process has used.
+    pub fn cpu_seconds(&self) -> f64 {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
+        let after_name = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+        let fields: Vec<&str> = after_name.split_whitespace().collect();
+        let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+        // utime and stime are fields 14 and 15 of /proc/PID/stat (1-based),
+        // 11 and 12 after the command name; clock ticks are 1/100 s here.
+        (ticks(11) + ticks(12)) / 100.0
+    }
+
+    /// Peak resident set size in MB (`VmHWM`).
+    pub fn peak_rss_mb(&self) -> f64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap_or_default();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+            .map(|kb| kb / 1024.0)
+            .unwrap_or(0.0)
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A client of the rig's API.
+#[derive(Clone)]
+pub struct Api {
+    http: reqwest::Client,
+    base: String,
+}
+
+impl Api {
+    /// A client for `serve`.
+    pub fn new(serve: &Serve) -> Self {
+        Self {
+            http: reqwest::Client::builder()
+                .pool_max_idle_per_host(256)
+                .build()
+                .unwrap_or_default(),
+            base: serve.base.clone(),
+        }
+    }
+
+    /// Registers `url` for `event_types` in tenant `bench`.
+    pub async fn subscribe(&self, url: &str, event_types: &[&str]) -> anyhow::Result<()> {
+        let resp = self
+            .http
+            .post(format!("{}/v1/tenants/bench/subscriptions", self.base))
+            .bearer_auth(TOKEN)
+            .json(&serde_json::json!({"url": url, "event_types": event_types}))
+            .send()
+            .await?;
+        anyhow::ensure!(resp.status() == 201, "subscribe answered {}", resp.status());
+        Ok(())
+    }
+
+    /// Publishes one event with a given id; returns when it was answered.
+    pub async fn publish(&self, id: &str, event_type: &str, data: &serde_json::Value) -> anyhow::Result<()> {
+        let resp = self
+            .http
+            .post(format!("{}/v1/tenants/bench/events", self.base))
+            .bearer_auth(TOKEN)
+            .json(&serde_json::json!({"id": id, "type": event_type, "data": data}))
+            .send()
+            .await?;
+        anyhow::ensure!(resp.status() == 202, "publish answered {}", resp.status());
+        Ok(())
+    }
+
+    /// A counter from `/metrics`.
+    pub async fn metric(&self, name: &str) -> anyhow::Result<u64> {
+        let text = self
+            .http
+            .get(format!("{}/metrics", self.base))
+            .bearer_auth(TOKEN)
+            .send()
+            .await?
+            .text()
+            .await?;
+        Ok(text
+            .lines()
+            .find_map(|l| l.strip_prefix(name).map(str::trim))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0))
+    }
+}
+
+/// A 1 KiB `data` object.
+pub fn kib_payload() -> serde_json::Value {
+    serde_json::json!({ "blob": "x".repeat(1000) })
+}
+
+/// Median, 10th and 90th percentile of samples (sorted in place).
+pub fn spread(samples: &mut [f64]) -> (f64, f64, f64) {
+    if samples.is_empty() {
+        return (0.0, 0.0, 0.0);
+    }
+    samples.sort_by(|a, b| a.total_cmp(b));
+    let at = |q: f64| samples[((samples.len() - 1) as f64 * q).round() as usize];
+    (at(0.5), at(0.1), at(0.9))
+}
