@@ -225,7 +225,13 @@ pub async fn deliveries_lease_finish_park_and_replay(h: &dyn Harness) {
     );
     let a1 = attempt(&d, 1, "parked", Some(410));
     queue
-        .finish(&d, Some(&sub), &Finish::Parked("status 410".into()), Some(&a1), None)
+        .finish(
+            &d,
+            Some(&sub),
+            &Finish::Parked("status 410".into()),
+            Some(&a1),
+            None,
+        )
         .await
         .expect("finish");
     assert!(
@@ -310,16 +316,29 @@ pub async fn suspension_is_a_guarded_transition(h: &dyn Harness) {
         subs.suspend(&t, &sub.id, now, "permanent failures"),
         subs.suspend(&t, &sub.id, now, "permanent failures")
     );
-    assert_eq!(u8::from(a.expect("suspend")) + u8::from(b.expect("suspend")), 1, "exactly one");
+    assert_eq!(
+        u8::from(a.expect("suspend")) + u8::from(b.expect("suspend")),
+        1,
+        "exactly one"
+    );
     let got = subs.get(&t, &sub.id).await.expect("get").expect("kept");
     assert_eq!(got.status, SubscriptionStatus::Suspended);
     assert_eq!(got.status_reason.as_deref(), Some("permanent failures"));
     assert_eq!(got.secret, sub.secret, "secret survives");
     assert_eq!(got.filters, sub.filters, "filters survive");
     let ty = EventType::parse("a.b").expect("type");
-    assert!(subs.matching(&t, &ty, None, 10).await.expect("matching").is_empty(), "no fan-out");
+    assert!(
+        subs.matching(&t, &ty, None, 10)
+            .await
+            .expect("matching")
+            .is_empty(),
+        "no fan-out"
+    );
     assert!(subs.activate(&t, &sub.id, now).await.expect("activate"));
-    assert!(!subs.activate(&t, &sub.id, now).await.expect("activate"), "already active");
+    assert!(
+        !subs.activate(&t, &sub.id, now).await.expect("activate"),
+        "already active"
+    );
     let got = subs.get(&t, &sub.id).await.expect("get").expect("kept");
     assert_eq!(got.status, SubscriptionStatus::Active);
     assert_eq!(got.health.consecutive_failures, 0, "health reset");

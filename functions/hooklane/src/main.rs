@@ -7,6 +7,12 @@
 mod dlq;
 mod receive;
 
+/// mimalloc: the delivery path allocates and frees small buffers at a high
+/// rate; glibc's allocator kept handing pages back to the kernel
+/// (`madvise`) and faulting them in again.
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 

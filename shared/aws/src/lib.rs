@@ -13,6 +13,7 @@
 //! every attempt, backs off by message visibility, and parks to the FIFO
 //! dead-letter queue with attributes that say why.
 
+pub mod calls;
 pub mod dlq;
 pub mod handlers;
 pub mod local;

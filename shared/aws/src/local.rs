@@ -99,7 +99,11 @@ pub fn engine(
         wakeup: Arc::new(QueueTriggered),
         notifier: notifier(sdk),
     };
-    Ok(Engine::new(ports, config))
+    let engine = Engine::new(ports, config);
+    if crate::calls::enabled() {
+        let _ = engine.metrics.extra.set(crate::calls::render);
+    }
+    Ok(engine)
 }
 
 type Handler =

@@ -188,7 +188,8 @@ impl Engine {
             response_excerpt: report.excerpt.clone(),
         };
         let ended = matches!(step, Step::Delivered | Step::Parked(_));
-        let health = ended.then(|| next_health(&sub.health, &attempt, report.result.failure_class(), seq));
+        let health =
+            ended.then(|| next_health(&sub.health, &attempt, report.result.failure_class(), seq));
         self.ports
             .queue
             .finish(d, Some(sub), &finish, Some(&attempt), health.as_ref())

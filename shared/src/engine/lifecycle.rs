@@ -288,12 +288,20 @@ mod tests {
             queue: Arc::new(store.clone()),
             attempts: Arc::new(store.clone()),
             clock: Arc::new(SystemClock),
-            sender: Arc::new(crate::sender::HttpSender::new(Default::default(), std::time::Duration::from_secs(1)).unwrap()),
+            sender: Arc::new(
+                crate::sender::HttpSender::new(
+                    Default::default(),
+                    std::time::Duration::from_secs(1),
+                )
+                .unwrap(),
+            ),
             wakeup: Arc::new(Quiet),
             notifier: notices.clone(),
         };
-        let mut config = Config::default();
-        config.suspend_policy = crate::health::SuspendPolicy::parse("retryable=1/0s").unwrap();
+        let config = Config {
+            suspend_policy: crate::health::SuspendPolicy::parse("retryable=1/0s").unwrap(),
+            ..Config::default()
+        };
         let engine = Engine::new(ports, config);
         let tenant = TenantId::parse("acme").unwrap();
         let sub = contract::subscription(&tenant, &["*"]);

@@ -48,6 +48,8 @@ pub struct Metrics {
     pub deferred: AtomicU64,
     /// Suspensions, by failure class: retryable, permanent, fatal.
     pub suspensions: [AtomicU64; 3],
+    /// More counters an adapter serves with these (AWS API calls).
+    pub extra: std::sync::OnceLock<fn() -> String>,
 }
 
 impl Metrics {
@@ -75,6 +77,9 @@ impl Metrics {
                 )
             })
             .collect();
+        if let Some(extra) = self.extra.get() {
+            out.push_str(&extra());
+        }
         out.push_str("# TYPE hooklane_suspensions_total counter\n");
         for (class, v) in ["retryable", "permanent", "fatal"]
             .iter()

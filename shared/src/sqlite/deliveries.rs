@@ -9,7 +9,8 @@ use time::OffsetDateTime;
 
 use super::{corrupt, from_ms, ms, SqliteStore};
 use crate::domain::{
-    Attempt, DeadLetter, Delivery, EventId, EventType, Health, Subscription, SubscriptionId, TenantId,
+    Attempt, DeadLetter, Delivery, EventId, EventType, Health, Subscription, SubscriptionId,
+    TenantId,
 };
 use crate::ports::{DeliveryQueue, DeliveryView, Finish, NewDelivery, StoreResult};
 

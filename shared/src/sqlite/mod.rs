@@ -167,6 +167,7 @@ thread_local! {
 }
 
 fn writer_loop(conn: Connection, rx: mpsc::Receiver<Job>) {
+    let mut durable_now = true;
     while let Ok(first) = rx.recv() {
         let mut group = vec![first];
         while group.len() < GROUP_LIMIT {
@@ -175,35 +176,56 @@ fn writer_loop(conn: Connection, rx: mpsc::Receiver<Job>) {
                 Err(_) => break,
             }
         }
-        let mut replies = Vec::with_capacity(group.len());
-        let sync = if group.iter().any(|j| j.durable) { "FULL" } else { "NORMAL" };
-        let _ = conn.execute_batch(&format!("PRAGMA synchronous={sync}"));
-        let begin = conn.execute_batch("BEGIN IMMEDIATE");
-        for job in group {
-            if let Err(e) = conn.execute_batch("SAVEPOINT job") {
-                replies.push((false, Box::new(move |_: Option<&str>| drop(e)) as Reply));
-                continue;
+        let durable = group.iter().any(|j| j.durable);
+        if durable != durable_now {
+            let sync = if durable { "FULL" } else { "NORMAL" };
+            if conn
+                .execute_batch(&format!("PRAGMA synchronous={sync}"))
+                .is_ok()
+            {
+                durable_now = durable;
             }
-            let (ok, reply) = (job.run)(&conn);
-            let end = if ok {
-                "RELEASE job"
-            } else {
-                "ROLLBACK TO job; RELEASE job"
-            };
-            let _ = conn.execute_batch(end);
-            replies.push((ok, reply));
         }
-        let commit_err = match begin.and_then(|_| conn.execute_batch("COMMIT")) {
+        let replies = run_group(&conn, group);
+        let commit_err = match cached(&conn, "COMMIT") {
             Ok(()) => None,
             Err(e) => {
-                let _ = conn.execute_batch("ROLLBACK");
+                let _ = cached(&conn, "ROLLBACK");
                 Some(e.to_string())
             }
         };
-        for (_, reply) in replies {
+        for reply in replies {
             reply(commit_err.as_deref());
         }
     }
+}
+
+/// Runs one statement through the statement cache (no re-parse).
+fn cached(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
+    conn.prepare_cached(sql)?.execute([]).map(|_| ())
+}
+
+/// Runs a group's jobs in one transaction, each in its own savepoint so a
+/// failing job does not undo the others.
+fn run_group(conn: &Connection, group: Vec<Job>) -> Vec<Reply> {
+    let mut replies = Vec::with_capacity(group.len());
+    if let Err(e) = cached(conn, "BEGIN IMMEDIATE") {
+        // Nothing ran: dropping the jobs answers each caller with an error.
+        tracing::error!(error = %e, "the writer could not begin a transaction");
+        return replies;
+    }
+    for job in group {
+        if cached(conn, "SAVEPOINT job").is_err() {
+            continue;
+        }
+        let (ok, reply) = (job.run)(conn);
+        if !ok {
+            let _ = cached(conn, "ROLLBACK TO job");
+        }
+        let _ = cached(conn, "RELEASE job");
+        replies.push(reply);
+    }
+    replies
 }
 
 pub(crate) use crate::record::{from_ms, ms};

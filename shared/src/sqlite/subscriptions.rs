@@ -63,7 +63,12 @@ fn write_filters(conn: &Connection, sub: &Subscription) -> rusqlite::Result<()> 
 }
 
 /// Writes a subscription's health record (inside the caller's write).
-pub(super) fn write_health(conn: &Connection, tenant: &TenantId, id: &SubscriptionId, health: &Health) -> rusqlite::Result<()> {
+pub(super) fn write_health(
+    conn: &Connection,
+    tenant: &TenantId,
+    id: &SubscriptionId,
+    health: &Health,
+) -> rusqlite::Result<()> {
     conn.prepare_cached("UPDATE subscriptions SET health = ?3 WHERE id = ?1 AND tenant = ?2")?
         .execute(params![id.as_str(), tenant.as_str(), json(health)])
         .map(|_| ())
@@ -281,8 +286,14 @@ impl SubscriptionStore for SqliteStore {
         .await
     }
 
-    async fn record_health(&self, tenant: &TenantId, id: &SubscriptionId, health: &Health) -> StoreResult<()> {
+    async fn record_health(
+        &self,
+        tenant: &TenantId,
+        id: &SubscriptionId,
+        health: &Health,
+    ) -> StoreResult<()> {
         let (tenant, id, health) = (tenant.clone(), id.clone(), health.clone());
-        self.write_relaxed(move |conn| write_health(conn, &tenant, &id, &health)).await
+        self.write_relaxed(move |conn| write_health(conn, &tenant, &id, &health))
+            .await
     }
 }

@@ -22,7 +22,12 @@ async fn until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
 }
 
 /// Registers `n` subscriptions, 16 at a time; `url(i)` and `types(i)`.
-async fn subscribe_many(api: &Api, n: usize, url: impl Fn(usize) -> String, ty: impl Fn(usize) -> String) -> anyhow::Result<()> {
+async fn subscribe_many(
+    api: &Api,
+    n: usize,
+    url: impl Fn(usize) -> String,
+    ty: impl Fn(usize) -> String,
+) -> anyhow::Result<()> {
     let mut i = 0;
     while i < n {
         let batch: Vec<_> = (i..(i + 16).min(n))
@@ -49,12 +54,26 @@ pub async fn isolation(bin: &str, hung: usize, samples: usize) -> anyhow::Result
     let (addr, seen) = receiver().await?;
     let serve = Serve::start(bin, &[("HOOKLANE_ATTEMPT_TIMEOUT", "300s")]).await?;
     let api = Api::new(&serve);
-    subscribe_many(&api, hung, |i| format!("http://{addr}/hang/{i}"), |_| "hang.x".into()).await?;
-    api.subscribe(&format!("http://{addr}/ok/healthy"), &["ping"]).await?;
+    subscribe_many(
+        &api,
+        hung,
+        |i| format!("http://{addr}/hang/{i}"),
+        |_| "hang.x".into(),
+    )
+    .await?;
+    api.subscribe(&format!("http://{addr}/ok/healthy"), &["ping"])
+        .await?;
     if hung > 0 {
         api.publish("hang-1", "hang.x", &kib_payload()).await?;
-        let all = until(Duration::from_secs(120), || seen.hanging.load(Ordering::Relaxed) >= hung as u64).await;
-        anyhow::ensure!(all, "only {} of {hung} receivers were held", seen.hanging.load(Ordering::Relaxed));
+        let all = until(Duration::from_secs(120), || {
+            seen.hanging.load(Ordering::Relaxed) >= hung as u64
+        })
+        .await;
+        anyhow::ensure!(
+            all,
+            "only {} of {hung} receivers were held",
+            seen.hanging.load(Ordering::Relaxed)
+        );
     }
     let mut out = Vec::with_capacity(samples);
     for s in 0..samples {
@@ -66,7 +85,10 @@ pub async fn isolation(bin: &str, hung: usize, samples: usize) -> anyhow::Result
         out.push((at - start).as_secs_f64() * 1000.0);
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    anyhow::ensure!(seen.hanging.load(Ordering::Relaxed) >= hung as u64, "hung requests were released early");
+    anyhow::ensure!(
+        seen.hanging.load(Ordering::Relaxed) >= hung as u64,
+        "hung requests were released early"
+    );
     Ok(out)
 }
 
@@ -85,16 +107,43 @@ pub struct Throughput {
 /// Publishes 1 KiB events round-robin over `subs` subscriptions from
 /// `publishers` concurrent clients for `secs` (or until `limit` events),
 /// and waits for every delivery.
-pub async fn throughput(bin: &str, subs: usize, secs: u64, publishers: usize, limit: u64) -> anyhow::Result<Throughput> {
+pub async fn throughput(
+    bin: &str,
+    subs: usize,
+    secs: u64,
+    publishers: usize,
+    limit: u64,
+) -> anyhow::Result<Throughput> {
     let (addr, seen) = receiver().await?;
     let serve = Serve::start(bin, &[]).await?;
     let api = Api::new(&serve);
-    subscribe_many(&api, subs, |i| format!("http://{addr}/ok/{i}"), |i| format!("t.{i}")).await?;
+    subscribe_many(
+        &api,
+        subs,
+        |i| format!("http://{addr}/ok/{i}"),
+        |i| format!("t.{i}"),
+    )
+    .await?;
     let cpu0 = serve.cpu_seconds();
     let start = Instant::now();
-    let published = publish_for(&api, "e", subs, Duration::from_secs(secs), publishers, limit).await?;
-    let done = until(Duration::from_secs(600), || seen.delivered.load(Ordering::Relaxed) >= published).await;
-    anyhow::ensure!(done, "only {} of {published} delivered", seen.delivered.load(Ordering::Relaxed));
+    let published = publish_for(
+        &api,
+        "e",
+        subs,
+        Duration::from_secs(secs),
+        publishers,
+        limit,
+    )
+    .await?;
+    let done = until(Duration::from_secs(600), || {
+        seen.delivered.load(Ordering::Relaxed) >= published
+    })
+    .await;
+    anyhow::ensure!(
+        done,
+        "only {} of {published} delivered",
+        seen.delivered.load(Ordering::Relaxed)
+    );
     let elapsed = start.elapsed().as_secs_f64();
     let delivered = seen.delivered.load(Ordering::Relaxed);
     Ok(Throughput {
@@ -106,7 +155,14 @@ pub async fn throughput(bin: &str, subs: usize, secs: u64, publishers: usize, li
 }
 
 /// Publishes as fast as the API takes it; returns how many were accepted.
-async fn publish_for(api: &Api, prefix: &str, subs: usize, span: Duration, publishers: usize, limit: u64) -> anyhow::Result<u64> {
+async fn publish_for(
+    api: &Api,
+    prefix: &str,
+    subs: usize,
+    span: Duration,
+    publishers: usize,
+    limit: u64,
+) -> anyhow::Result<u64> {
     let count = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let end = Instant::now() + span;
     let tasks: Vec<_> = (0..publishers)
@@ -120,7 +176,12 @@ async fn publish_for(api: &Api, prefix: &str, subs: usize, span: Duration, publi
                         count.fetch_sub(1, Ordering::Relaxed);
                         break;
                     }
-                    api.publish(&format!("{prefix}{p}-{n}"), &format!("t.{}", n as usize % subs), &data).await?;
+                    api.publish(
+                        &format!("{prefix}{p}-{n}"),
+                        &format!("t.{}", n as usize % subs),
+                        &data,
+                    )
+                    .await?;
                 }
                 anyhow::Ok(())
             })
@@ -138,7 +199,13 @@ pub async fn latency(bin: &str, rate: f64, secs: u64) -> anyhow::Result<Vec<f64>
     let (addr, seen) = receiver().await?;
     let serve = Serve::start(bin, &[]).await?;
     let api = Api::new(&serve);
-    subscribe_many(&api, 100, |i| format!("http://{addr}/ok/{i}"), |i| format!("t.{i}")).await?;
+    subscribe_many(
+        &api,
+        100,
+        |i| format!("http://{addr}/ok/{i}"),
+        |i| format!("t.{i}"),
+    )
+    .await?;
     let total = (rate * secs as f64) as usize;
     let gap = Duration::from_secs_f64(1.0 / rate);
     let start = Instant::now();
@@ -150,13 +217,17 @@ pub async fn latency(bin: &str, rate: f64, secs: u64) -> anyhow::Result<Vec<f64>
         let (api, id) = (api.clone(), format!("l{n}"));
         sent.push((id.clone(), Instant::now()));
         inflight.push(tokio::spawn(async move {
-            api.publish(&id, &format!("t.{}", n % 100), &kib_payload()).await
+            api.publish(&id, &format!("t.{}", n % 100), &kib_payload())
+                .await
         }));
     }
     for t in inflight {
         t.await??;
     }
-    until(Duration::from_secs(120), || seen.delivered.load(Ordering::Relaxed) >= total as u64).await;
+    until(Duration::from_secs(120), || {
+        seen.delivered.load(Ordering::Relaxed) >= total as u64
+    })
+    .await;
     Ok(sent
         .iter()
         .filter_map(|(id, at)| arrival(&seen, id).map(|a| (a - *at).as_secs_f64() * 1000.0))
@@ -168,19 +239,44 @@ pub async fn latency(bin: &str, rate: f64, secs: u64) -> anyhow::Result<Vec<f64>
 pub async fn drain(bin: &str, backlog: u64) -> anyhow::Result<(f64, f64)> {
     let (addr, seen) = receiver().await?;
     let schedule = vec!["1s"; 30].join(",");
-    let serve = Serve::start(bin, &[("HOOKLANE_RETRY_SCHEDULE", &format!("0s,{schedule}")), ("HOOKLANE_RETRY_JITTER", "0")]).await?;
+    let serve = Serve::start(
+        bin,
+        &[
+            ("HOOKLANE_RETRY_SCHEDULE", &format!("0s,{schedule}")),
+            ("HOOKLANE_RETRY_JITTER", "0"),
+        ],
+    )
+    .await?;
     let api = Api::new(&serve);
-    subscribe_many(&api, 100, |i| format!("http://{addr}/ok/{i}"), |i| format!("t.{i}")).await?;
+    subscribe_many(
+        &api,
+        100,
+        |i| format!("http://{addr}/ok/{i}"),
+        |i| format!("t.{i}"),
+    )
+    .await?;
     seen.down.store(true, Ordering::Relaxed);
     publish_for(&api, "d", 100, Duration::from_secs(600), 32, backlog).await?;
     let queued = wait_metric(&api, "hooklane_deliveries_enqueued_total", backlog).await;
     anyhow::ensure!(queued, "the backlog was never fully queued");
-    seen.arrivals.lock().map_err(|_| anyhow::anyhow!("lock"))?.clear();
+    seen.arrivals
+        .lock()
+        .map_err(|_| anyhow::anyhow!("lock"))?
+        .clear();
     let up = Instant::now();
     seen.down.store(false, Ordering::Relaxed);
-    let done = until(Duration::from_secs(600), || seen.arrivals.lock().map(|a| a.len() as u64).unwrap_or(0) >= backlog).await;
+    let done = until(Duration::from_secs(600), || {
+        seen.arrivals.lock().map(|a| a.len() as u64).unwrap_or(0) >= backlog
+    })
+    .await;
     anyhow::ensure!(done, "the backlog did not drain");
-    let times: Vec<Instant> = seen.arrivals.lock().map_err(|_| anyhow::anyhow!("lock"))?.values().copied().collect();
+    let times: Vec<Instant> = seen
+        .arrivals
+        .lock()
+        .map_err(|_| anyhow::anyhow!("lock"))?
+        .values()
+        .copied()
+        .collect();
     let first = times.iter().min().copied().unwrap_or(up);
     let last = times.iter().max().copied().unwrap_or(up);
     let overall = backlog as f64 / (last - up).as_secs_f64();
@@ -204,13 +300,29 @@ pub async fn fan_out(bin: &str, subs: usize) -> anyhow::Result<(f64, f64)> {
     let (addr, seen) = receiver().await?;
     let serve = Serve::start(bin, &[]).await?;
     let api = Api::new(&serve);
-    subscribe_many(&api, subs, |i| format!("http://{addr}/ok/{i}"), |_| "fan.*".into()).await?;
+    subscribe_many(
+        &api,
+        subs,
+        |i| format!("http://{addr}/ok/{i}"),
+        |_| "fan.*".into(),
+    )
+    .await?;
     let start = Instant::now();
     api.publish("fan-1", "fan.out", &kib_payload()).await?;
-    anyhow::ensure!(wait_metric(&api, "hooklane_deliveries_enqueued_total", subs as u64).await, "fan-out stalled");
+    anyhow::ensure!(
+        wait_metric(&api, "hooklane_deliveries_enqueued_total", subs as u64).await,
+        "fan-out stalled"
+    );
     let enqueued = start.elapsed().as_secs_f64();
-    let all = until(Duration::from_secs(300), || seen.delivered.load(Ordering::Relaxed) >= subs as u64).await;
-    anyhow::ensure!(all, "only {} arrived", seen.delivered.load(Ordering::Relaxed));
+    let all = until(Duration::from_secs(300), || {
+        seen.delivered.load(Ordering::Relaxed) >= subs as u64
+    })
+    .await;
+    anyhow::ensure!(
+        all,
+        "only {} arrived",
+        seen.delivered.load(Ordering::Relaxed)
+    );
     Ok((enqueued, start.elapsed().as_secs_f64()))
 }
 
@@ -220,17 +332,41 @@ pub async fn memory(bin: &str, total: u64) -> anyhow::Result<Vec<(u64, f64)>> {
     let (addr, seen) = receiver().await?;
     let serve = Serve::start(bin, &[]).await?;
     let api = Api::new(&serve);
-    subscribe_many(&api, 100, |i| format!("http://{addr}/ok/{i}"), |i| format!("t.{i}")).await?;
+    subscribe_many(
+        &api,
+        100,
+        |i| format!("http://{addr}/ok/{i}"),
+        |i| format!("t.{i}"),
+    )
+    .await?;
     let step = (total / 10).max(1);
     let mut marks = Vec::new();
     let mut done = 0;
     while done < total {
-        publish_for(&api, &format!("m{done}-"), 100, Duration::from_secs(3600), 32, step).await?;
+        publish_for(
+            &api,
+            &format!("m{done}-"),
+            100,
+            Duration::from_secs(3600),
+            32,
+            step,
+        )
+        .await?;
         done += step;
-        until(Duration::from_secs(300), || seen.delivered.load(Ordering::Relaxed) >= done).await;
-        seen.arrivals.lock().map_err(|_| anyhow::anyhow!("lock"))?.clear();
+        until(Duration::from_secs(300), || {
+            seen.delivered.load(Ordering::Relaxed) >= done
+        })
+        .await;
+        seen.arrivals
+            .lock()
+            .map_err(|_| anyhow::anyhow!("lock"))?
+            .clear();
         marks.push((seen.delivered.load(Ordering::Relaxed), serve.peak_rss_mb()));
-        eprintln!("  {} delivered, peak RSS {:.1} MB", marks[marks.len() - 1].0, marks[marks.len() - 1].1);
+        eprintln!(
+            "  {} delivered, peak RSS {:.1} MB",
+            marks[marks.len() - 1].0,
+            marks[marks.len() - 1].1
+        );
     }
     Ok(marks)
 }
@@ -238,5 +374,8 @@ pub async fn memory(bin: &str, total: u64) -> anyhow::Result<Vec<(u64, f64)>> {
 /// Prints a row: label, median and p10–p90 of the samples.
 pub fn row(label: &str, unit: &str, samples: &mut [f64]) {
     let (m, lo, hi) = spread(samples);
-    println!("{label:<28} median {m:>9.2} {unit}   p10–p90 {lo:.2}–{hi:.2}   (n={})", samples.len());
+    println!(
+        "{label:<28} median {m:>9.2} {unit}   p10–p90 {lo:.2}–{hi:.2}   (n={})",
+        samples.len()
+    );
 }

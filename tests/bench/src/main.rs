@@ -3,6 +3,7 @@
 //! BENCHMARKS.md records, each as a median and spread where it is sampled.
 //! Build the server first: `cargo build --release`.
 
+mod aws_cost;
 mod figures;
 mod lambda;
 mod rig;
@@ -50,6 +51,11 @@ enum Figure {
         #[arg(long, default_value_t = 10_000)]
         subs: usize,
     },
+    /// 5: AWS calls and dollars per delivery (serve --backend aws on moto).
+    AwsCost {
+        #[arg(long, default_value_t = 500)]
+        deliveries: u64,
+    },
     /// 6: Lambda binary sizes and init time.
     Lambda(lambda::Args),
     /// 7: peak RSS along a long run.
@@ -93,8 +99,12 @@ async fn main() -> anyhow::Result<()> {
         }
         Figure::Fanout { subs } => {
             let (enq, all) = figures::fan_out(bin, subs).await?;
-            println!("fan-out to {subs}          enqueued in {:.3} s   all arrived in {:.3} s", enq, all);
+            println!(
+                "fan-out to {subs}          enqueued in {:.3} s   all arrived in {:.3} s",
+                enq, all
+            );
         }
+        Figure::AwsCost { deliveries } => aws_cost::run(bin, deliveries).await?,
         Figure::Lambda(args) => lambda::run(args).await?,
         Figure::Memory { deliveries } => {
             let marks = figures::memory(bin, deliveries).await?;

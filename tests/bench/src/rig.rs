@@ -55,7 +55,10 @@ pub async fn receiver() -> anyhow::Result<(SocketAddr, Arc<Seen>)> {
     Ok((addr, seen))
 }
 
-async fn answer(seen: Arc<Seen>, req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
+async fn answer(
+    seen: Arc<Seen>,
+    req: Request<Incoming>,
+) -> Result<Response<Full<Bytes>>, Infallible> {
     if req.uri().path().starts_with("/hang/") {
         seen.hanging.fetch_add(1, Ordering::Relaxed);
         std::future::pending::<()>().await;
@@ -89,25 +92,53 @@ pub struct Serve {
 }
 
 impl Serve {
-    /// Starts `bin serve` with the rig's settings plus `extra` variables.
+    /// Starts `bin serve` on the embedded backend with the rig's settings
+    /// plus `extra` variables.
     pub async fn start(bin: &str, extra: &[(&str, &str)]) -> anyhow::Result<Self> {
+        Self::spawn(bin, extra, false).await
+    }
+
+    /// Starts `bin serve --backend aws --create-resources` (the AWS
+    /// endpoint and credentials come in `extra`).
+    pub async fn start_aws(bin: &str, extra: &[(&str, &str)]) -> anyhow::Result<Self> {
+        Self::spawn(bin, extra, true).await
+    }
+
+    async fn spawn(bin: &str, extra: &[(&str, &str)], aws: bool) -> anyhow::Result<Self> {
         let dir = tempfile::tempdir()?;
-        let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
         let mut cmd = Command::new(bin);
         cmd.args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--db"])
-            .arg(dir.path().join("bench.db"))
-            .env("HOOKLANE_API_TOKEN", TOKEN)
+            .arg(dir.path().join("bench.db"));
+        if aws {
+            let prefix = format!("bench{port}");
+            cmd.args([
+                "--backend",
+                "aws",
+                "--create-resources",
+                "--resource-prefix",
+                &prefix,
+            ]);
+        }
+        cmd.env("HOOKLANE_API_TOKEN", TOKEN)
             .env("HOOKLANE_ALLOW_HTTP", "true")
             .env("HOOKLANE_ALLOW_PRIVATE_TARGETS", "true")
             .env("HOOKLANE_BREAKER", "failures=1000000")
-            .env("HOOKLANE_SUSPEND_POLICY", "retryable=1000000/1000h,permanent=1000000/1000h,fatal=1000000/1000h")
+            .env(
+                "HOOKLANE_SUSPEND_POLICY",
+                "retryable=1000000/1000h,permanent=1000000/1000h,fatal=1000000/1000h",
+            )
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null())
             .stderr(Stdio::null());
         for (k, v) in extra {
             cmd.env(k, v);
         }
-        let child = cmd.spawn().with_context(|| format!("starting {bin} (build it: cargo build --release)"))?;
+        let child = cmd
+            .spawn()
+            .with_context(|| format!("starting {bin} (build it: cargo build --release)"))?;
         let serve = Self {
             child,
             base: format!("http://127.0.0.1:{port}"),
@@ -115,7 +146,12 @@ impl Serve {
         };
         let client = reqwest::Client::new();
         for _ in 0..200 {
-            if client.get(format!("{}/healthz", serve.base)).send().await.is_ok() {
+            if client
+                .get(format!("{}/healthz", serve.base))
+                .send()
+                .await
+                .is_ok()
+            {
                 return Ok(serve);
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -125,10 +161,16 @@ impl Serve {
 
     /// CPU seconds (user + system) the process has used.
     pub fn cpu_seconds(&self) -> f64 {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
+        let stat =
+            std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
         let after_name = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
         let fields: Vec<&str> = after_name.split_whitespace().collect();
-        let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+        let ticks = |i: usize| {
+            fields
+                .get(i)
+                .and_then(|v| v.parse::<f64>().ok())
+                .unwrap_or(0.0)
+        };
         // utime and stime are fields 14 and 15 of /proc/PID/stat (1-based),
         // 11 and 12 after the command name; clock ticks are 1/100 s here.
         (ticks(11) + ticks(12)) / 100.0
@@ -136,7 +178,8 @@ impl Serve {
 
     /// Peak resident set size in MB (`VmHWM`).
     pub fn peak_rss_mb(&self) -> f64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap_or_default();
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .unwrap_or_default();
         status
             .lines()
             .find_map(|l| l.strip_prefix("VmHWM:"))
@@ -186,7 +229,12 @@ impl Api {
     }
 
     /// Publishes one event with a given id; returns when it was answered.
-    pub async fn publish(&self, id: &str, event_type: &str, data: &serde_json::Value) -> anyhow::Result<()> {
+    pub async fn publish(
+        &self,
+        id: &str,
+        event_type: &str,
+        data: &serde_json::Value,
+    ) -> anyhow::Result<()> {
         let resp = self
             .http
             .post(format!("{}/v1/tenants/bench/events", self.base))
@@ -198,16 +246,21 @@ impl Api {
         Ok(())
     }
 
-    /// A counter from `/metrics`.
-    pub async fn metric(&self, name: &str) -> anyhow::Result<u64> {
-        let text = self
+    /// The `/metrics` text.
+    pub async fn metrics_text(&self) -> anyhow::Result<String> {
+        Ok(self
             .http
             .get(format!("{}/metrics", self.base))
             .bearer_auth(TOKEN)
             .send()
             .await?
             .text()
-            .await?;
+            .await?)
+    }
+
+    /// A counter from `/metrics`.
+    pub async fn metric(&self, name: &str) -> anyhow::Result<u64> {
+        let text = self.metrics_text().await?;
         Ok(text
             .lines()
             .find_map(|l| l.strip_prefix(name).map(str::trim))

@@ -12,7 +12,8 @@ use std::collections::HashMap;
 use async_trait::async_trait;
 use aws_sdk_sqs::types::{MessageAttributeValue, SendMessageBatchRequestEntry};
 use hooklane_core::domain::{
-    Attempt, DeadLetter, Delivery, EventId, EventType, Health, Subscription, SubscriptionId, TenantId,
+    Attempt, DeadLetter, Delivery, EventId, EventType, Health, Subscription, SubscriptionId,
+    TenantId,
 };
 use hooklane_core::ports::{
     DeliveryQueue, DeliveryView, Finish, NewDelivery, StoreError, StoreResult, SubscriptionStore,

@@ -46,9 +46,16 @@ pub struct AwsStore {
 impl AwsStore {
     /// An adapter over these clients and resources.
     pub fn new(sdk: &aws_config::SdkConfig, settings: Settings) -> Self {
+        let count = crate::calls::enabled();
+        let mut ddb = aws_sdk_dynamodb::config::Builder::from(sdk);
+        let mut sqs = aws_sdk_sqs::config::Builder::from(sdk);
+        if count {
+            ddb = ddb.interceptor(crate::calls::CountCalls);
+            sqs = sqs.interceptor(crate::calls::CountCalls);
+        }
         Self {
-            ddb: aws_sdk_dynamodb::Client::new(sdk),
-            sqs: aws_sdk_sqs::Client::new(sdk),
+            ddb: aws_sdk_dynamodb::Client::from_conf(ddb.build()),
+            sqs: aws_sdk_sqs::Client::from_conf(sqs.build()),
             settings,
         }
     }
