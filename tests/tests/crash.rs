@@ -40,11 +40,17 @@ enum State {
     Aws(String),
 }
 
-fn spawn(bin: &PathBuf, port: u16, state: &State) -> Child {
+fn spawn(bin: &PathBuf, port: u16, state: &State, log: &std::path::Path) -> Child {
     let mut cmd = Command::new(bin);
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .expect("log file");
     cmd.args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+        .env("RUST_LOG", "warn")
         .stdout(Stdio::null())
-        .stderr(Stdio::null());
+        .stderr(log);
     match state {
         State::Db(db) => {
             cmd.arg("--db").arg(db);
@@ -84,6 +90,7 @@ async fn every_accepted_event_arrives_after_a_sigkill_and_restart(backend: Backe
         Backend::Aws => State::Aws(hooklane_tests::aws::unique_prefix()),
     };
     let port = free_port();
+    let log = dir.path().join("serve.log");
     let rx = Receiver::start().await;
     // "retry" fails its first three attempts, so its lane is retrying at the kill.
     rx.script(
@@ -91,7 +98,7 @@ async fn every_accepted_event_arrives_after_a_sigkill_and_restart(backend: Backe
         vec![Reply::Status(500), Reply::Status(500), Reply::Status(500)],
     );
 
-    let mut child = spawn(&bin, port, &state);
+    let mut child = spawn(&bin, port, &state, &log);
     let server = connect(port).await;
     server.subscribe("acme", &rx.url("retry"), &["*"]).await;
     server.subscribe("acme", &rx.url("plain"), &["*"]).await;
@@ -111,7 +118,7 @@ async fn every_accepted_event_arrives_after_a_sigkill_and_restart(backend: Backe
         "the retrying lane still had work at the kill"
     );
 
-    let mut child = spawn(&bin, port, &state);
+    let mut child = spawn(&bin, port, &state, &log);
     let _server = connect(port).await;
     let all_arrived = |name: &str| {
         let seen: std::collections::HashSet<String> = rx
@@ -121,13 +128,36 @@ async fn every_accepted_event_arrives_after_a_sigkill_and_restart(backend: Backe
             .collect();
         ids.iter().all(|id| seen.contains(id))
     };
-    let ok = eventually(Duration::from_secs(120), || {
+    let ok = eventually(Duration::from_secs(240), || {
         all_arrived("retry") && all_arrived("plain")
     })
     .await;
     let _ = child.kill();
     let _ = child.wait();
-    assert!(ok, "every accepted event arrived (at kill: {at_kill:?})");
+    if !ok {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let tail: String = text
+            .lines()
+            .rev()
+            .take(40)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect::<Vec<_>>()
+            .join("\n");
+        let seen = |name: &str| {
+            rx.requests(name)
+                .iter()
+                .map(|r| r.header("webhook-id"))
+                .collect::<std::collections::HashSet<_>>()
+                .len()
+        };
+        panic!(
+            "not every accepted event arrived (at kill: {at_kill:?}; distinct now: retry {}, plain {}); serve's log:\n{tail}",
+            seen("retry"),
+            seen("plain")
+        );
+    }
 }
 
 on_both_backends!(every_accepted_event_arrives_after_a_sigkill_and_restart);
