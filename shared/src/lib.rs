@@ -18,6 +18,7 @@ pub mod config;
 pub mod contract;
 pub mod domain;
 pub mod egress;
+#[cfg(feature = "embedded")]
 pub mod embedded;
 pub mod engine;
 pub mod health;
@@ -26,5 +27,6 @@ pub mod ports;
 pub mod record;
 pub mod sender;
 pub mod signing;
+#[cfg(feature = "embedded")]
 pub mod sqlite;
 pub mod telemetry;

@@ -245,7 +245,7 @@ fn operator_tenant() -> StoreResult<TenantId> {
     TenantId::parse(OPERATOR_TENANT).map_err(|e| StoreError::Backend(e.0))
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "embedded"))]
 mod tests {
     use std::sync::atomic::AtomicUsize;
     use std::sync::Arc;
