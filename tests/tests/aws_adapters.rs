@@ -532,3 +532,26 @@ async fn when_a_failing_lanes_delivery_is_parked_its_spilled_deliveries_are_refi
         "the spilled event was delivered"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_counting_store_counts_each_aws_call_by_service_and_operation() {
+    let plain = fresh_store(30).await;
+    let store = AwsStore::counting(&hooklane_tests::aws::sdk().await, plain.settings().clone());
+    let tenant = TenantId::parse("counted").unwrap();
+    let count = |op: &str| {
+        hooklane_aws::calls::render()
+            .lines()
+            .find(|l| l.contains(&format!("operation=\"{op}\"")))
+            .and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let before = count("GetItem");
+    SubscriptionStore::get(&store, &tenant, &SubscriptionId::generate())
+        .await
+        .unwrap();
+    SubscriptionStore::get(&store, &tenant, &SubscriptionId::generate())
+        .await
+        .unwrap();
+    assert_eq!(count("GetItem") - before, 2);
+    assert!(hooklane_aws::calls::render().contains("service=\"DynamoDB\""));
+}

@@ -10,6 +10,7 @@ use aws_smithy_runtime_api::box_error::BoxError;
 use aws_smithy_runtime_api::client::interceptors::context::BeforeSerializationInterceptorContextRef;
 use aws_smithy_runtime_api::client::interceptors::Intercept;
 use aws_smithy_runtime_api::client::orchestrator::Metadata;
+use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
 use aws_smithy_types::config_bag::ConfigBag;
 
 static CALLS: Mutex<BTreeMap<(String, String), u64>> = Mutex::new(BTreeMap::new());
@@ -29,9 +30,10 @@ impl Intercept for CountCalls {
         "hooklane-count-calls"
     }
 
-    fn read_before_execution(
+    fn read_before_serialization(
         &self,
         _context: &BeforeSerializationInterceptorContextRef<'_>,
+        _components: &RuntimeComponents,
         cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
         if let Some(meta) = cfg.load::<Metadata>() {

@@ -18,9 +18,8 @@ use hooklane_core::ports::{StoreResult, SubscriptionStore};
 use hooklane_core::record::{from_ms, ms};
 use time::OffsetDateTime;
 
-use super::deliveries::{record_pk, record_sk};
 use super::subscriptions::{sub_sk, tenant_pk};
-use super::{backend, get_n, get_s, is_condition_failed, AwsStore, Item};
+use super::{backend, get_n, get_s, AwsStore, Item};
 use crate::messages::{dedup_id, BackfillMessage, DeliveryMessage, FanOutMessage};
 use crate::{n, s};
 
@@ -174,34 +173,6 @@ impl AwsStore {
         }
     }
 
-    /// Makes a held, parked or never-attempted delivery pending again with
-    /// a fresh ladder; `false` when the subscription already has it.
-    async fn reset_for_backfill(&self, sub: &SubscriptionId, event: &EventId) -> StoreResult<bool> {
-        let res = self
-            .ddb
-            .update_item()
-            .table_name(&self.settings.table)
-            .key("pk", s(record_pk(sub)))
-            .key("sk", s(record_sk(event)))
-            .update_expression(
-                "SET #state = :pending, attempts = :zero \
-                 REMOVE gsi2pk, gsi2sk, reason, parked_at, first_attempt_at, next_attempt_at",
-            )
-            .condition_expression("attribute_not_exists(pk) OR #state IN (:parked, :held)")
-            .expression_attribute_names("#state", "state")
-            .expression_attribute_values(":pending", s("pending"))
-            .expression_attribute_values(":parked", s("parked"))
-            .expression_attribute_values(":held", s("held"))
-            .expression_attribute_values(":zero", n(0))
-            .send()
-            .await;
-        match res {
-            Ok(_) => Ok(true),
-            Err(e) if is_condition_failed(&e) => Ok(false),
-            Err(e) => Err(backend(e)),
-        }
-    }
-
     /// Runs one pass of a backfill at `rate` per second; `true` when the
     /// backfill is finished.
     pub(crate) async fn backfill_pass(
@@ -233,7 +204,7 @@ impl AwsStore {
             let Ok(event) = EventId::parse(id) else {
                 continue;
             };
-            if matches && self.reset_for_backfill(&sub.id, &event).await? {
+            if matches && self.reset_to_pending(&sub.id, &event, true).await? {
                 batch.push(DeliveryMessage {
                     tenant: tenant.as_str().to_owned(),
                     subscription_id: sub.id.as_str().to_owned(),

@@ -22,8 +22,8 @@ use hooklane_core::record::{from_ms, ms};
 use time::OffsetDateTime;
 
 use super::{
-    backend, corrupt, get_n, get_s, is_condition_failed, padded, time_seq, AwsStore, Item,
-    RETENTION_SECS,
+    backend, corrupt, get_n, get_s, is_condition_failed, padded, time_seq, took_effect, AwsStore,
+    Item, RETENTION_SECS,
 };
 use crate::messages::{dedup_id, DeliveryMessage};
 use crate::{n, s};
@@ -148,7 +148,24 @@ impl AwsStore {
     /// Puts a parked record back to pending with a fresh ladder; `false`
     /// when it was not parked.
     pub async fn reset_parked(&self, sub: &SubscriptionId, event: &EventId) -> StoreResult<bool> {
-        let reset = self
+        self.reset_to_pending(sub, event, false).await
+    }
+
+    /// Makes a parked or held delivery (or, with `or_missing`, one never
+    /// attempted) pending again with a fresh ladder; `false` when it is in
+    /// any other state.
+    pub(crate) async fn reset_to_pending(
+        &self,
+        sub: &SubscriptionId,
+        event: &EventId,
+        or_missing: bool,
+    ) -> StoreResult<bool> {
+        let condition = if or_missing {
+            "attribute_not_exists(pk) OR #state IN (:parked, :held)"
+        } else {
+            "#state IN (:parked, :held)"
+        };
+        let res = self
             .ddb
             .update_item()
             .table_name(&self.settings.table)
@@ -158,18 +175,15 @@ impl AwsStore {
                 "SET #state = :pending, attempts = :zero \
                  REMOVE gsi2pk, gsi2sk, reason, parked_at, first_attempt_at, next_attempt_at",
             )
-            .condition_expression("#state = :parked")
+            .condition_expression(condition)
             .expression_attribute_names("#state", "state")
             .expression_attribute_values(":pending", s("pending"))
             .expression_attribute_values(":parked", s("parked"))
+            .expression_attribute_values(":held", s("held"))
             .expression_attribute_values(":zero", n(0))
             .send()
             .await;
-        match reset {
-            Ok(_) => Ok(true),
-            Err(e) if is_condition_failed(&e) => Ok(false),
-            Err(e) => Err(backend(e)),
-        }
+        took_effect(res)
     }
 
     /// Marks a suspended subscription's delivery as held (the backfill
@@ -199,11 +213,7 @@ impl AwsStore {
             .expression_attribute_values(":exp", n(now.unix_timestamp() + RETENTION_SECS))
             .send()
             .await;
-        match res {
-            Ok(_) => Ok(()),
-            Err(e) if is_condition_failed(&e) => Ok(()),
-            Err(e) => Err(backend(e)),
-        }
+        took_effect(res).map(|_| ())
     }
 
     /// Reads a delivery record (consistent).
@@ -335,11 +345,7 @@ impl DeliveryQueue for AwsStore {
             .expression_attribute_values(":exp", n(now.unix_timestamp() + RETENTION_SECS))
             .send()
             .await;
-        match res {
-            Ok(_) => Ok(true),
-            Err(e) if is_condition_failed(&e) => Ok(false),
-            Err(e) => Err(backend(e)),
-        }
+        took_effect(res)
     }
 
     async fn defer(&self, _: &Delivery, _: OffsetDateTime) -> StoreResult<()> {

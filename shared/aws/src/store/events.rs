@@ -10,7 +10,10 @@ use hooklane_core::ports::{Accepted, EventArchive, StoreError, StoreResult};
 use hooklane_core::record::{from_ms, ms};
 
 use super::subscriptions::tenant_pk;
-use super::{backend, corrupt, get_n, get_s, is_condition_failed, AwsStore, Item, RETENTION_SECS};
+use super::{
+    backend, corrupt, get_n, get_s, is_condition_failed, took_effect, AwsStore, Item,
+    RETENTION_SECS,
+};
 use crate::messages::{dedup_id, FanOutMessage};
 use crate::{n, s};
 
@@ -75,24 +78,22 @@ impl AwsStore {
 
     /// Records that an event's fan-out finished.
     pub(crate) async fn mark_fanned_out(&self, tenant: &TenantId, id: &EventId) -> StoreResult<()> {
-        self.ddb
-            .update_item()
-            .table_name(&self.settings.table)
-            .key("pk", s(tenant_pk(tenant)))
-            .key("sk", s(event_sk(id)))
-            .update_expression("SET fanned_out = :t")
-            .condition_expression("attribute_exists(pk)")
-            .expression_attribute_values(":t", aws_sdk_dynamodb::types::AttributeValue::Bool(true))
-            .send()
-            .await
-            .map(|_| ())
-            .or_else(|e| {
-                if is_condition_failed(&e) {
-                    Ok(())
-                } else {
-                    Err(backend(e))
-                }
-            })
+        took_effect(
+            self.ddb
+                .update_item()
+                .table_name(&self.settings.table)
+                .key("pk", s(tenant_pk(tenant)))
+                .key("sk", s(event_sk(id)))
+                .update_expression("SET fanned_out = :t")
+                .condition_expression("attribute_exists(pk)")
+                .expression_attribute_values(
+                    ":t",
+                    aws_sdk_dynamodb::types::AttributeValue::Bool(true),
+                )
+                .send()
+                .await,
+        )
+        .map(|_| ())
     }
 }
 
@@ -177,23 +178,18 @@ impl AwsStore {
         id: &EventId,
         after: &hooklane_core::domain::SubscriptionId,
     ) -> StoreResult<()> {
-        self.ddb
-            .update_item()
-            .table_name(&self.settings.table)
-            .key("pk", s(tenant_pk(tenant)))
-            .key("sk", s(event_sk(id)))
-            .update_expression("SET fanout_after = :a")
-            .condition_expression("attribute_exists(pk)")
-            .expression_attribute_values(":a", s(after.as_str()))
-            .send()
-            .await
-            .map(|_| ())
-            .or_else(|e| {
-                if is_condition_failed(&e) {
-                    Ok(())
-                } else {
-                    Err(backend(e))
-                }
-            })
+        took_effect(
+            self.ddb
+                .update_item()
+                .table_name(&self.settings.table)
+                .key("pk", s(tenant_pk(tenant)))
+                .key("sk", s(event_sk(id)))
+                .update_expression("SET fanout_after = :a")
+                .condition_expression("attribute_exists(pk)")
+                .expression_attribute_values(":a", s(after.as_str()))
+                .send()
+                .await,
+        )
+        .map(|_| ())
     }
 }

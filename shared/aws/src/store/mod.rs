@@ -23,7 +23,7 @@ mod subscriptions;
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use hooklane_core::ports::StoreError;
+use hooklane_core::ports::{StoreError, StoreResult};
 
 use crate::Settings;
 
@@ -46,7 +46,15 @@ pub struct AwsStore {
 impl AwsStore {
     /// An adapter over these clients and resources.
     pub fn new(sdk: &aws_config::SdkConfig, settings: Settings) -> Self {
-        let count = crate::calls::enabled();
+        Self::build(sdk, settings, crate::calls::enabled())
+    }
+
+    /// An adapter whose every AWS call is counted (see [`crate::calls`]).
+    pub fn counting(sdk: &aws_config::SdkConfig, settings: Settings) -> Self {
+        Self::build(sdk, settings, true)
+    }
+
+    fn build(sdk: &aws_config::SdkConfig, settings: Settings, count: bool) -> Self {
         let mut ddb = aws_sdk_dynamodb::config::Builder::from(sdk);
         let mut sqs = aws_sdk_sqs::config::Builder::from(sdk);
         if count {
@@ -104,6 +112,22 @@ where
     e.as_service_error()
         .and_then(|s| s.code())
         .is_some_and(|c| c == "ConditionalCheckFailedException")
+}
+
+/// The outcome of a conditional write: `true` when it took effect,
+/// `false` when its `ConditionExpression` did not hold.
+pub(crate) fn took_effect<O, E, R>(
+    res: Result<O, aws_sdk_dynamodb::error::SdkError<E, R>>,
+) -> StoreResult<bool>
+where
+    E: aws_sdk_dynamodb::error::ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug + Send + Sync + 'static,
+{
+    match res {
+        Ok(_) => Ok(true),
+        Err(e) if is_condition_failed(&e) => Ok(false),
+        Err(e) => Err(backend(e)),
+    }
 }
 
 /// A zero-padded number, so string sort keys sort numerically.

@@ -13,7 +13,7 @@ use hooklane_core::ports::StoreResult;
 use time::OffsetDateTime;
 
 use super::subscriptions::{sub_sk, tenant_pk};
-use super::{backend, get_s, is_condition_failed, padded, time_seq, AwsStore, Item};
+use super::{backend, get_s, is_condition_failed, padded, time_seq, took_effect, AwsStore, Item};
 use crate::messages::DeliveryMessage;
 use crate::{n, s};
 
@@ -46,49 +46,45 @@ impl AwsStore {
         let tenant =
             hooklane_core::domain::TenantId::parse(tenant).map_err(|_| super::corrupt("tenant"))?;
         let sub = SubscriptionId::parse(sub).map_err(|_| super::corrupt("subscription id"))?;
-        self.ddb
-            .update_item()
-            .table_name(&self.settings.table)
-            .key("pk", s(tenant_pk(&tenant)))
-            .key("sk", s(sub_sk(&sub)))
-            .update_expression("ADD spilled :d")
-            .condition_expression("attribute_exists(pk)")
-            .expression_attribute_values(":d", n(delta))
-            .send()
-            .await
-            .map(|_| ())
-            .or_else(|e| {
-                if is_condition_failed(&e) {
-                    Ok(())
-                } else {
-                    Err(backend(e))
-                }
-            })
+        took_effect(
+            self.ddb
+                .update_item()
+                .table_name(&self.settings.table)
+                .key("pk", s(tenant_pk(&tenant)))
+                .key("sk", s(sub_sk(&sub)))
+                .update_expression("ADD spilled :d")
+                .condition_expression("attribute_exists(pk)")
+                .expression_attribute_values(":d", n(delta))
+                .send()
+                .await,
+        )
+        .map(|_| ())
     }
 
     /// Marks a subscription's lane as failing: new deliveries spill.
     pub(crate) async fn start_spilling(&self, sub: &Subscription) -> StoreResult<()> {
-        self.ddb
-            .update_item()
-            .table_name(&self.settings.table)
-            .key("pk", s(tenant_pk(&sub.tenant)))
-            .key("sk", s(sub_sk(&sub.id)))
-            .update_expression("SET spilling = :t")
-            .condition_expression(
-                "attribute_exists(pk) AND (attribute_not_exists(spilling) OR spilling = :f)",
-            )
-            .expression_attribute_values(":t", aws_sdk_dynamodb::types::AttributeValue::Bool(true))
-            .expression_attribute_values(":f", aws_sdk_dynamodb::types::AttributeValue::Bool(false))
-            .send()
-            .await
-            .map(|_| ())
-            .or_else(|e| {
-                if is_condition_failed(&e) {
-                    Ok(())
-                } else {
-                    Err(backend(e))
-                }
-            })
+        took_effect(
+            self.ddb
+                .update_item()
+                .table_name(&self.settings.table)
+                .key("pk", s(tenant_pk(&sub.tenant)))
+                .key("sk", s(sub_sk(&sub.id)))
+                .update_expression("SET spilling = :t")
+                .condition_expression(
+                    "attribute_exists(pk) AND (attribute_not_exists(spilling) OR spilling = :f)",
+                )
+                .expression_attribute_values(
+                    ":t",
+                    aws_sdk_dynamodb::types::AttributeValue::Bool(true),
+                )
+                .expression_attribute_values(
+                    ":f",
+                    aws_sdk_dynamodb::types::AttributeValue::Bool(false),
+                )
+                .send()
+                .await,
+        )
+        .map(|_| ())
     }
 
     async fn spilled_page(&self, sub: &SubscriptionId) -> StoreResult<Vec<Item>> {

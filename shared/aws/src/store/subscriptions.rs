@@ -8,7 +8,7 @@ use hooklane_core::domain::{EventType, Health, Subscription, SubscriptionId, Ten
 use hooklane_core::ports::{StoreResult, SubscriptionStore};
 use hooklane_core::record::{ms, SubscriptionRecord};
 
-use super::{backend, corrupt, is_condition_failed, AwsStore, Item};
+use super::{backend, corrupt, is_condition_failed, took_effect, AwsStore, Item};
 use crate::{n, s};
 
 /// The partition key of a tenant.
@@ -306,24 +306,19 @@ impl SubscriptionStore for AwsStore {
         id: &SubscriptionId,
         reason: &str,
     ) -> StoreResult<()> {
-        self.ddb
-            .update_item()
-            .table_name(&self.settings.table)
-            .key("pk", s(tenant_pk(tenant)))
-            .key("sk", s(sub_sk(id)))
-            .update_expression("SET status_reason = :r")
-            .condition_expression("attribute_exists(pk)")
-            .expression_attribute_values(":r", s(reason))
-            .send()
-            .await
-            .map(|_| ())
-            .or_else(|e| {
-                if is_condition_failed(&e) {
-                    Ok(())
-                } else {
-                    Err(backend(e))
-                }
-            })
+        took_effect(
+            self.ddb
+                .update_item()
+                .table_name(&self.settings.table)
+                .key("pk", s(tenant_pk(tenant)))
+                .key("sk", s(sub_sk(id)))
+                .update_expression("SET status_reason = :r")
+                .condition_expression("attribute_exists(pk)")
+                .expression_attribute_values(":r", s(reason))
+                .send()
+                .await,
+        )
+        .map(|_| ())
     }
 
     async fn record_health(
@@ -344,10 +339,6 @@ impl SubscriptionStore for AwsStore {
             .expression_attribute_values(":h", value)
             .send()
             .await;
-        match res {
-            Ok(_) => Ok(()),
-            Err(e) if is_condition_failed(&e) => Ok(()),
-            Err(e) => Err(backend(e)),
-        }
+        took_effect(res).map(|_| ())
     }
 }
