@@ -117,16 +117,21 @@ async fn handler_with(
     (Deliver { engine, store }, subs)
 }
 
-/// Archives one event and enqueues it to the subscriptions.
-async fn publish_to(ctx: &Deliver, subs: &[(SubscriptionId, TenantId)]) -> EventId {
-    let tenant = subs[0].1.clone();
-    let event = Event {
+/// A new `a.b` event of `tenant`.
+fn an_event(tenant: &TenantId) -> Event {
+    Event {
         id: EventId::generate(),
         tenant: tenant.clone(),
         event_type: EventType::parse("a.b").unwrap(),
         created_at: time::OffsetDateTime::now_utc(),
         payload: bytes::Bytes::from_static(br#"{"type":"a.b","data":{}}"#),
-    };
+    }
+}
+
+/// Archives one event and enqueues it to the subscriptions.
+async fn publish_to(ctx: &Deliver, subs: &[(SubscriptionId, TenantId)]) -> EventId {
+    let tenant = subs[0].1.clone();
+    let event = an_event(&tenant);
     ctx.store.accept(event.clone()).await.unwrap();
     let batch: Vec<NewDelivery> = subs
         .iter()
@@ -444,13 +449,7 @@ async fn while_a_lane_fails_new_deliveries_wait_in_the_spill_store_not_the_queue
 
     let mut later = Vec::new();
     for _ in 0..3 {
-        let event = Event {
-            id: EventId::generate(),
-            tenant: tenant.clone(),
-            event_type: EventType::parse("a.b").unwrap(),
-            created_at: time::OffsetDateTime::now_utc(),
-            payload: bytes::Bytes::from_static(br#"{"type":"a.b","data":{}}"#),
-        };
+        let event = an_event(&tenant);
         ctx.store.accept(event.clone()).await.unwrap();
         ctx.engine.fan_out(&event).await.unwrap();
         later.push(event.id.as_str().to_owned());
@@ -498,13 +497,7 @@ async fn when_a_failing_lanes_delivery_is_parked_its_spilled_deliveries_are_refi
     publish_to(&ctx, &subs).await;
     let url = ctx.store.settings().delivery_queue_url.clone();
     run_batch(&ctx, &receive(&ctx.store, &url).await).await;
-    let event = Event {
-        id: EventId::generate(),
-        tenant: tenant.clone(),
-        event_type: EventType::parse("a.b").unwrap(),
-        created_at: time::OffsetDateTime::now_utc(),
-        payload: bytes::Bytes::from_static(br#"{"type":"a.b","data":{}}"#),
-    };
+    let event = an_event(&tenant);
     ctx.store.accept(event.clone()).await.unwrap();
     ctx.engine.fan_out(&event).await.unwrap();
     assert_eq!(spilled(&ctx.store, &sub).await, 1);
