@@ -129,21 +129,8 @@ impl AwsStore {
     }
 
     async fn cursor(&self, sub: &str) -> StoreResult<usize> {
-        let resp = self
-            .ddb
-            .get_item()
-            .table_name(&self.settings.table)
-            .key("pk", s(cursor_pk(sub)))
-            .key("sk", s("B"))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(backend)?;
-        Ok(resp
-            .item
-            .and_then(|i| get_n(&i, "next"))
-            .unwrap_or(0)
-            .max(0) as usize)
+        let item = self.get_consistent(cursor_pk(sub), "B".into()).await?;
+        Ok(item.and_then(|i| get_n(&i, "next")).unwrap_or(0).max(0) as usize)
     }
 
     async fn save_cursor(&self, sub: &str, next: Option<usize>) -> StoreResult<()> {

@@ -222,17 +222,10 @@ impl AwsStore {
         sub: &SubscriptionId,
         event: &EventId,
     ) -> StoreResult<Option<DeliveryRecord>> {
-        let resp = self
-            .ddb
-            .get_item()
-            .table_name(&self.settings.table)
-            .key("pk", s(record_pk(sub)))
-            .key("sk", s(record_sk(event)))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(backend)?;
-        Ok(resp.item.map(|i| DeliveryRecord {
+        let item = self
+            .get_consistent(record_pk(sub), record_sk(event))
+            .await?;
+        Ok(item.map(|i| DeliveryRecord {
             state: get_s(&i, "state").unwrap_or("pending").to_owned(),
             attempts: get_n(&i, "attempts").unwrap_or(0) as u32,
             first_attempt_at: get_n(&i, "first_attempt_at").map(from_ms),

@@ -41,19 +41,8 @@ fn expired(item: &Item, now: time::OffsetDateTime) -> bool {
 
 impl AwsStore {
     async fn get_event_item(&self, tenant: &TenantId, id: &EventId) -> StoreResult<Option<Item>> {
-        let resp = self
-            .ddb
-            .get_item()
-            .table_name(&self.settings.table)
-            .key("pk", s(tenant_pk(tenant)))
-            .key("sk", s(event_sk(id)))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(backend)?;
-        Ok(resp
-            .item
-            .filter(|i| !expired(i, time::OffsetDateTime::now_utc())))
+        let item = self.get_consistent(tenant_pk(tenant), event_sk(id)).await?;
+        Ok(item.filter(|i| !expired(i, time::OffsetDateTime::now_utc())))
     }
 
     /// Sends an event to the ingest queue for fan-out.

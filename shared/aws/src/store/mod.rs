@@ -82,6 +82,22 @@ impl AwsStore {
         }
     }
 
+    /// Reads one item with a strongly consistent `GetItem` on the base
+    /// table (indexes are never consistent).
+    pub(crate) async fn get_consistent(&self, pk: String, sk: String) -> StoreResult<Option<Item>> {
+        let resp = self
+            .ddb
+            .get_item()
+            .table_name(&self.settings.table)
+            .key("pk", crate::s(pk))
+            .key("sk", crate::s(sk))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(backend)?;
+        Ok(resp.item)
+    }
+
     /// The resource names in use.
     pub fn settings(&self) -> &Settings {
         &self.settings

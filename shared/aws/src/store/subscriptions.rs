@@ -137,17 +137,8 @@ impl SubscriptionStore for AwsStore {
         tenant: &TenantId,
         id: &SubscriptionId,
     ) -> StoreResult<Option<Subscription>> {
-        let resp = self
-            .ddb
-            .get_item()
-            .table_name(&self.settings.table)
-            .key("pk", s(tenant_pk(tenant)))
-            .key("sk", s(sub_sk(id)))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(backend)?;
-        match resp.item {
+        let item = self.get_consistent(tenant_pk(tenant), sub_sk(id)).await?;
+        match item {
             Some(item) => from_item(item),
             None => Ok(None),
         }
