@@ -102,7 +102,11 @@ async fn handler_with(
     rx: &Receiver,
 ) -> (Deliver, Vec<(SubscriptionId, TenantId)>) {
     let store = fresh_store(30).await;
-    let env = test_env(&[("HOOKLANE_RETRY_SCHEDULE", schedule)]);
+    // Attempts may take a minute: a hung receiver holds its group that long.
+    let env = test_env(&[
+        ("HOOKLANE_RETRY_SCHEDULE", schedule),
+        ("HOOKLANE_ATTEMPT_TIMEOUT", "60s"),
+    ]);
     let config = Config::from_lookup(|k| env.get(k).cloned()).unwrap();
     let engine =
         hooklane_aws::local::engine(config, &store, &hooklane_tests::aws::sdk().await).unwrap();
@@ -204,6 +208,43 @@ async fn in_a_mixed_batch_only_the_failing_groups_remainder_is_reported() {
         "the failing group stopped at its first message"
     );
     assert_eq!(rx.count("good"), 2, "the healthy group ran both");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finished_groups_messages_are_deleted_while_another_group_of_its_batch_hangs() {
+    let rx = Receiver::start().await;
+    rx.set_default("hung", Reply::Hang);
+    let (ctx, subs) = handler_with("0s,30s", &["hung", "good"], &rx).await;
+    publish_to(&ctx, &subs).await;
+    let url = ctx.store.settings().delivery_queue_url.clone();
+    let msgs = receive(&ctx.store, &url).await;
+    assert_eq!(msgs.len(), 2, "both groups in one batch");
+    let batch = {
+        let ctx = ctx.clone();
+        tokio::spawn(async move { handle(&ctx, hooklane_aws::local::to_event(&msgs)).await })
+    };
+    assert!(eventually(Duration::from_secs(20), || rx.count("good") == 1).await);
+    assert_eq!(rx.hanging(), 1, "the other group is still running");
+
+    // The good group's next message is handed out while the batch is still
+    // running: FIFO would hold it back behind an undeleted earlier one.
+    publish_to(&ctx, &subs[1..]).await;
+    let mut next = Vec::new();
+    for _ in 0..20 {
+        next = receive(&ctx.store, &url).await;
+        if !next.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert_eq!(
+        ids_of_group(&next, &subs[1].0).len(),
+        1,
+        "the good group's next message"
+    );
+    assert!(!batch.is_finished(), "the hung group still holds its batch");
+    assert_eq!(rx.hanging(), 1);
+    batch.abort();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -37,7 +37,11 @@ pub struct Deliver {
 
 /// Handles one batch from the delivery queue.
 pub async fn handle(ctx: &Deliver, event: SqsEvent) -> SqsBatchResponse {
-    let batch = run_groups(event.records, |m| process(ctx, m)).await;
+    let source = super::Source {
+        sqs: ctx.store.sqs().clone(),
+        queue_url: ctx.store.settings().delivery_queue_url.clone(),
+    };
+    let batch = run_groups(event.records, |m| process(ctx, m), Some(&source)).await;
     super::release(
         ctx.store.sqs(),
         &ctx.store.settings().delivery_queue_url,

@@ -33,7 +33,11 @@ pub struct FanOut {
 /// Handles one batch from the ingest queue.
 pub async fn handle(ctx: &FanOut, event: SqsEvent) -> SqsBatchResponse {
     let started = Instant::now();
-    let batch = run_groups(event.records, |m| process(ctx, m, started)).await;
+    let source = super::Source {
+        sqs: ctx.store.sqs().clone(),
+        queue_url: ctx.store.settings().ingest_queue_url.clone(),
+    };
+    let batch = run_groups(event.records, |m| process(ctx, m, started), Some(&source)).await;
     super::release(
         ctx.store.sqs(),
         &ctx.store.settings().ingest_queue_url,

@@ -3,14 +3,33 @@
 //! directly). One batch can mix message groups: groups run concurrently,
 //! each group's messages in order; when a message fails, it and the rest of
 //! its own group are reported as batch-item failures, and no other group's.
+//!
+//! A FIFO queue hands out no message of a group while an earlier one of
+//! that group is in flight, and Lambda deletes a batch's messages only when
+//! the whole invocation returns. So a group that finishes while another
+//! group of the same batch is still running (a receiver holding its request
+//! open until the attempt timeout) has its messages deleted by the handler
+//! itself after a short grace ([`EARLY_DELETE_GRACE`]); otherwise its next
+//! message would wait for the slowest group of the batch. Lambda's own
+//! delete afterwards is a no-op for those. A batch whose groups all finish
+//! together costs no extra call.
 
 pub mod delivery;
 pub mod fanout;
 
 use std::future::Future;
+use std::time::Duration;
 
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsMessage};
-use futures::future::join_all;
+use aws_sdk_sqs::types::{
+    ChangeMessageVisibilityBatchRequestEntry, DeleteMessageBatchRequestEntry,
+};
+use futures::stream::{FuturesUnordered, StreamExt};
+use tokio::task::JoinHandle;
+
+/// How long finished groups wait for the rest of their batch before the
+/// handler deletes their messages itself.
+pub const EARLY_DELETE_GRACE: Duration = Duration::from_millis(250);
 
 /// What handling one message came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,45 +80,139 @@ pub struct Batch {
     pub held_back: Vec<String>,
 }
 
+/// The queue a batch came from, for deleting finished groups' messages
+/// before the batch as a whole returns.
+#[derive(Clone)]
+pub struct Source {
+    /// The SQS client.
+    pub sqs: aws_sdk_sqs::Client,
+    /// The queue's URL.
+    pub queue_url: String,
+}
+
+/// What one group came to.
+#[derive(Default)]
+struct GroupResult {
+    failed: Vec<String>,
+    held: Vec<String>,
+    /// Receipt handles of the messages that are done.
+    done: Vec<String>,
+}
+
 /// Runs `handle` over every record: groups concurrently, each in order.
-pub async fn run_groups<F, Fut>(records: Vec<SqsMessage>, handle: F) -> Batch
+/// With a `source`, the messages of groups that finish while others still
+/// run are deleted after [`EARLY_DELETE_GRACE`].
+pub async fn run_groups<F, Fut>(
+    records: Vec<SqsMessage>,
+    handle: F,
+    source: Option<&Source>,
+) -> Batch
 where
     F: Fn(SqsMessage) -> Fut,
     Fut: Future<Output = Outcome>,
 {
     let handle = &handle;
-    let per_group = groups(records).into_iter().map(|group| async move {
-        let (mut failed, mut held) = (Vec::new(), Vec::new());
-        let mut rest = group.into_iter();
-        while let Some(m) = rest.next() {
-            let id = m.message_id.clone().unwrap_or_default();
-            match handle(m).await {
-                Outcome::Done => {}
-                Outcome::Poison => failed.push(id),
-                Outcome::Retry => {
-                    failed.push(id);
-                    for m in rest.by_ref() {
-                        failed.push(m.message_id.unwrap_or_default());
-                        held.extend(m.receipt_handle);
+    let mut pending: FuturesUnordered<_> = groups(records)
+        .into_iter()
+        .map(|group| async move {
+            let mut out = GroupResult::default();
+            let mut rest = group.into_iter();
+            while let Some(m) = rest.next() {
+                let id = m.message_id.clone().unwrap_or_default();
+                let receipt = m.receipt_handle.clone();
+                match handle(m).await {
+                    Outcome::Done => out.done.extend(receipt),
+                    Outcome::Poison => out.failed.push(id),
+                    Outcome::Retry => {
+                        out.failed.push(id);
+                        for m in rest.by_ref() {
+                            out.failed.push(m.message_id.unwrap_or_default());
+                            out.held.extend(m.receipt_handle);
+                        }
                     }
                 }
             }
-        }
-        (failed, held)
-    });
+            out
+        })
+        .collect();
     let mut batch = Batch {
         response: SqsBatchResponse::default(),
         held_back: Vec::new(),
     };
-    for (failed, held) in join_all(per_group).await {
-        for id in failed {
-            let mut f = BatchItemFailure::default();
-            f.item_identifier = id;
-            batch.response.batch_item_failures.push(f);
+    // Done messages not yet deleted early, and since when the oldest waits.
+    let mut waiting: Vec<String> = Vec::new();
+    let mut since: Option<tokio::time::Instant> = None;
+    let mut deletes: Vec<JoinHandle<()>> = Vec::new();
+    loop {
+        let due = async {
+            match since {
+                Some(t) => tokio::time::sleep_until(t + EARLY_DELETE_GRACE).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            next = pending.next() => {
+                let Some(out) = next else { break };
+                for id in out.failed {
+                    let mut f = BatchItemFailure::default();
+                    f.item_identifier = id;
+                    batch.response.batch_item_failures.push(f);
+                }
+                batch.held_back.extend(out.held);
+                if !out.done.is_empty() {
+                    waiting.extend(out.done);
+                    since.get_or_insert_with(tokio::time::Instant::now);
+                }
+            }
+            () = due, if source.is_some() => {
+                if let Some(src) = source {
+                    deletes.push(tokio::spawn(delete(src.clone(), std::mem::take(&mut waiting))));
+                }
+                since = None;
+            }
         }
-        batch.held_back.extend(held);
+    }
+    for d in deletes {
+        let _ = d.await;
     }
     batch
+}
+
+/// Deletes messages in chunks of ten. A failure is only logged: Lambda
+/// deletes every message not reported failed when the batch returns.
+async fn delete(src: Source, done: Vec<String>) {
+    for chunk in done.chunks(10) {
+        let entries: Vec<_> = chunk
+            .iter()
+            .enumerate()
+            .filter_map(|(i, receipt)| {
+                DeleteMessageBatchRequestEntry::builder()
+                    .id(i.to_string())
+                    .receipt_handle(receipt)
+                    .build()
+                    .ok()
+            })
+            .collect();
+        let res = src
+            .sqs
+            .delete_message_batch()
+            .queue_url(&src.queue_url)
+            .set_entries(Some(entries))
+            .send()
+            .await;
+        match res {
+            Err(e) => {
+                tracing::warn!(error = %aws_smithy_types::error::display::DisplayErrorContext(e), "deleting finished messages early failed");
+            }
+            Ok(out) if !out.failed.is_empty() => {
+                tracing::warn!(
+                    failed = out.failed.len(),
+                    "some finished messages were not deleted early"
+                );
+            }
+            Ok(_) => {}
+        }
+    }
 }
 
 /// Makes held-back messages visible again at once (they would otherwise
@@ -111,7 +224,7 @@ pub async fn release(sqs: &aws_sdk_sqs::Client, queue_url: &str, handles: Vec<St
             .iter()
             .enumerate()
             .filter_map(|(i, h)| {
-                aws_sdk_sqs::types::ChangeMessageVisibilityBatchRequestEntry::builder()
+                ChangeMessageVisibilityBatchRequestEntry::builder()
                     .id(i.to_string())
                     .receipt_handle(h)
                     .visibility_timeout(0)
@@ -151,13 +264,17 @@ mod tests {
             msg("b2", "B"),
             msg("a3", "A"),
         ];
-        let resp = run_groups(records, |m| async move {
-            if m.message_id.as_deref() == Some("a2") {
-                Outcome::Retry
-            } else {
-                Outcome::Done
-            }
-        })
+        let resp = run_groups(
+            records,
+            |m| async move {
+                if m.message_id.as_deref() == Some("a2") {
+                    Outcome::Retry
+                } else {
+                    Outcome::Done
+                }
+            },
+            None,
+        )
         .await
         .response;
         let mut failed: Vec<String> = resp
@@ -172,13 +289,17 @@ mod tests {
     #[tokio::test]
     async fn a_poison_record_fails_alone() {
         let records = vec![msg("a1", "A"), msg("a2", "A"), msg("a3", "A")];
-        let resp = run_groups(records, |m| async move {
-            if m.message_id.as_deref() == Some("a1") {
-                Outcome::Poison
-            } else {
-                Outcome::Done
-            }
-        })
+        let resp = run_groups(
+            records,
+            |m| async move {
+                if m.message_id.as_deref() == Some("a1") {
+                    Outcome::Poison
+                } else {
+                    Outcome::Done
+                }
+            },
+            None,
+        )
         .await
         .response;
         let failed: Vec<String> = resp
@@ -195,17 +316,21 @@ mod tests {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let records = vec![msg("a1", "A"), msg("b1", "B"), msg("a2", "A")];
         let s = seen.clone();
-        run_groups(records, move |m| {
-            let s = s.clone();
-            async move {
-                if m.message_id.as_deref() == Some("a1") {
-                    // B's message finishes while A's first is still running.
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        run_groups(
+            records,
+            move |m| {
+                let s = s.clone();
+                async move {
+                    if m.message_id.as_deref() == Some("a1") {
+                        // B's message finishes while A's first is still running.
+                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    }
+                    s.lock().unwrap().push(m.message_id.unwrap_or_default());
+                    Outcome::Done
                 }
-                s.lock().unwrap().push(m.message_id.unwrap_or_default());
-                Outcome::Done
-            }
-        })
+            },
+            None,
+        )
         .await;
         assert_eq!(*seen.lock().unwrap(), ["b1", "a1", "a2"]);
     }
