@@ -131,6 +131,19 @@ pub struct NewDelivery {
     pub spill: bool,
 }
 
+impl NewDelivery {
+    /// The delivery of `event` to `sub`.
+    pub fn of(event: &crate::domain::Event, sub: &crate::domain::Subscription) -> Self {
+        Self {
+            tenant: event.tenant.clone(),
+            subscription_id: sub.id.clone(),
+            event_id: event.id.clone(),
+            event_type: event.event_type.clone(),
+            spill: sub.spilling,
+        }
+    }
+}
+
 /// How a delivery's attempt ended, as the queue records it.
 #[derive(Debug, Clone)]
 pub enum Finish {

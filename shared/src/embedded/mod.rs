@@ -204,18 +204,10 @@ async fn fan_out_jobs(
     store: &SqliteStore,
     jobs: Vec<(i64, crate::domain::Event)>,
 ) -> StoreResult<()> {
-    let mut done = Vec::with_capacity(jobs.len());
-    for (seq, event) in jobs {
-        let n = engine.fan_out(&event).await?;
-        info!(
-            tenant = event.tenant.as_str(),
-            event_id = event.id.as_str(),
-            deliveries = n,
-            "fanned out"
-        );
-        done.push(seq);
-    }
-    store.complete_fan_outs(done).await
+    let (seqs, events): (Vec<i64>, Vec<crate::domain::Event>) = jobs.into_iter().unzip();
+    let n = engine.fan_out_many(&events).await?;
+    info!(events = events.len(), deliveries = n, "fanned out");
+    store.complete_fan_outs(seqs).await
 }
 
 async fn purge_worker(store: SqliteStore) {

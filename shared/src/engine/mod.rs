@@ -181,6 +181,41 @@ impl Engine {
         Ok(total)
     }
 
+    /// Fans out several events, in order, writing their deliveries
+    /// together: one enqueue per page's worth of deliveries rather than
+    /// one per event, so a burst of single-subscriber events costs one
+    /// write. Each lane still receives its deliveries in event order.
+    pub async fn fan_out_many(&self, events: &[Event]) -> StoreResult<usize> {
+        let mut total = 0;
+        let mut buffer: Vec<NewDelivery> = Vec::new();
+        for event in events {
+            let mut after: Option<SubscriptionId> = None;
+            loop {
+                let page = self
+                    .ports
+                    .subscriptions
+                    .matching(
+                        &event.tenant,
+                        &event.event_type,
+                        after.as_ref(),
+                        FAN_OUT_PAGE,
+                    )
+                    .await?;
+                let full = page.len() == FAN_OUT_PAGE;
+                after = page.last().map(|s| s.id.clone());
+                buffer.extend(page.iter().map(|s| NewDelivery::of(event, s)));
+                if buffer.len() >= FAN_OUT_PAGE {
+                    total += self.enqueue_and_wake(std::mem::take(&mut buffer)).await?;
+                }
+                if !full {
+                    break;
+                }
+            }
+        }
+        total += self.enqueue_and_wake(buffer).await?;
+        Ok(total)
+    }
+
     /// Fans out at most `max_pages` pages of subscriptions after `after`;
     /// returns how many deliveries were enqueued and, when subscriptions
     /// remain, the cursor to resume from (a very large fan-out continues
@@ -208,28 +243,41 @@ impl Engine {
                 break;
             };
             after = Some(last.id.clone());
-            let batch: Vec<NewDelivery> = page
-                .iter()
-                .map(|s| NewDelivery {
-                    tenant: event.tenant.clone(),
-                    subscription_id: s.id.clone(),
-                    event_id: event.id.clone(),
-                    event_type: event.event_type.clone(),
-                    spill: s.spilling,
-                })
-                .collect();
-            self.ports.queue.enqueue(&batch).await?;
-            let lanes: Vec<SubscriptionId> = page.into_iter().map(|s| s.id).collect();
-            self.ports.wakeup.lanes(&event.tenant, &lanes);
-            total += lanes.len();
-            self.metrics
-                .deliveries_enqueued
-                .fetch_add(lanes.len() as u64, Ordering::Relaxed);
-            if lanes.len() < FAN_OUT_PAGE {
+            let full = page.len() == FAN_OUT_PAGE;
+            let batch = page.iter().map(|s| NewDelivery::of(event, s)).collect();
+            total += self.enqueue_and_wake(batch).await?;
+            if !full {
                 after = None;
                 break;
             }
         }
         Ok((total, after))
+    }
+
+    /// Enqueues a batch of deliveries, wakes their lanes, counts them.
+    async fn enqueue_and_wake(&self, batch: Vec<NewDelivery>) -> StoreResult<usize> {
+        if batch.is_empty() {
+            return Ok(0);
+        }
+        self.ports.queue.enqueue(&batch).await?;
+        // Lanes are woken per tenant; a batch can span tenants.
+        let mut i = 0;
+        while i < batch.len() {
+            let tenant = &batch[i].tenant;
+            let j = i + batch[i..]
+                .iter()
+                .take_while(|d| &d.tenant == tenant)
+                .count();
+            let lanes: Vec<SubscriptionId> = batch[i..j]
+                .iter()
+                .map(|d| d.subscription_id.clone())
+                .collect();
+            self.ports.wakeup.lanes(tenant, &lanes);
+            i = j;
+        }
+        self.metrics
+            .deliveries_enqueued
+            .fetch_add(batch.len() as u64, Ordering::Relaxed);
+        Ok(batch.len())
     }
 }
