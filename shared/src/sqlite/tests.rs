@@ -128,3 +128,30 @@ async fn deleting_a_subscription_drops_its_queued_deliveries_and_refuses_new_att
         .unwrap()
         .is_none());
 }
+
+#[test]
+fn cached_statements_are_not_recompiled_when_bound_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let conn = super::open_conn(&dir.path().join("q.db")).unwrap();
+    conn.execute_batch(
+        "CREATE TABLE t (k TEXT, lane INTEGER, n INTEGER); CREATE INDEX t_k ON t (k, lane, n);",
+    )
+    .unwrap();
+    // The shapes of the hot queries: an equality on a small integer and a
+    // bound LIMIT.
+    let sql = "SELECT n FROM t WHERE k = ?1 AND lane = ?2 ORDER BY n LIMIT ?3";
+    for lane in [0_i64, 1, 0, 1] {
+        let mut stmt = conn.prepare_cached(sql).unwrap();
+        let _: Vec<i64> = stmt
+            .query_map(rusqlite::params!["a", lane, 500], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+    }
+    let stmt = conn.prepare_cached(sql).unwrap();
+    assert_eq!(
+        stmt.get_status(rusqlite::StatementStatus::RePrepare),
+        0,
+        "the statement was recompiled on rebinding"
+    );
+}
