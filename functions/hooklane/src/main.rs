@@ -60,8 +60,26 @@ enum Command {
     Receive(receive::Args),
 }
 
+/// SQLite allocates its page caches with the C library's `malloc`, from
+/// every thread that reads, and each new read transaction after a commit
+/// drops and refills the reader's cache. glibc gives each thread an arena
+/// and hands freed memory back to the kernel (`madvise`, then TLB flushes
+/// on every core) as soon as the top of an arena is free: under load that
+/// was a tenth of the server's CPU. A 64 MiB trim threshold keeps freed
+/// memory for reuse; peak RSS stays flat (BENCHMARKS.md, figure 7).
+#[allow(unsafe_code)]
+fn keep_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only changes the allocator's tuning, and runs once,
+    // before any SQLite connection exists.
+    unsafe {
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 64 << 20);
+    }
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    keep_freed_memory();
     hooklane_core::telemetry::init();
     match Cli::parse().command {
         Command::Serve {

@@ -33,6 +33,12 @@ enum Figure {
         secs: u64,
         #[arg(long, default_value_t = 32)]
         publishers: usize,
+        /// Subscription counts to measure, comma-separated.
+        #[arg(long, value_delimiter = ',', default_values_t = [1, 100, 10_000])]
+        subs: Vec<usize>,
+        /// Runs per subscription count (median and min–max reported).
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
     },
     /// 3: publish-to-arrival p50/p99 at a given rate (half the measured maximum).
     Latency {
@@ -78,12 +84,36 @@ async fn main() -> anyhow::Result<()> {
                 figures::row(&format!("isolation N={n}"), "ms", &mut s);
             }
         }
-        Figure::Throughput { secs, publishers } => {
-            for subs in [1, 100, 10_000] {
-                let t = figures::throughput(bin, subs, secs, publishers, u64::MAX).await?;
+        Figure::Throughput {
+            secs,
+            publishers,
+            subs,
+            runs,
+        } => {
+            for subs in subs {
+                let (mut rate, mut cpu, mut rss) = (Vec::new(), Vec::new(), Vec::new());
+                for _ in 0..runs.max(1) {
+                    let t = figures::throughput(bin, subs, secs, publishers, u64::MAX).await?;
+                    println!(
+                        "  run subs={subs:<6} {:>8.0} deliveries/s   CPU {:.3} ms/delivery   peak RSS {:.1} MB   ({} delivered)",
+                        t.per_sec, t.cpu_ms, t.rss_mb, t.delivered
+                    );
+                    rate.push(t.per_sec);
+                    cpu.push(t.cpu_ms);
+                    rss.push(t.rss_mb);
+                }
+                let range = |v: &[f64]| {
+                    let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+                    let hi = v.iter().copied().fold(0.0, f64::max);
+                    (lo, hi)
+                };
+                let ((r_lo, r_hi), (c_lo, c_hi)) = (range(&rate), range(&cpu));
+                let (r, _, _) = rig::spread(&mut rate);
+                let (c, _, _) = rig::spread(&mut cpu);
+                let (m, _, _) = rig::spread(&mut rss);
                 println!(
-                    "throughput subs={subs:<6} {:>8.0} deliveries/s   CPU {:.3} ms/delivery   peak RSS {:.1} MB   ({} delivered)",
-                    t.per_sec, t.cpu_ms, t.rss_mb, t.delivered
+                    "throughput subs={subs:<6} median {r:>6.0} deliveries/s (min-max {r_lo:.0}-{r_hi:.0})   CPU median {c:.3} ms/delivery ({c_lo:.3}-{c_hi:.3})   peak RSS {m:.1} MB   (n={})",
+                    rate.len()
                 );
             }
         }
