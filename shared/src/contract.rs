@@ -99,6 +99,7 @@ fn new_delivery(sub: &Subscription, e: &Event) -> NewDelivery {
         event_id: e.id.clone(),
         event_type: e.event_type.clone(),
         spill: false,
+        event: None,
     }
 }
 

@@ -129,6 +129,9 @@ pub struct NewDelivery {
     pub event_type: EventType,
     /// The subscription's lane is spilling (see `Subscription::spilling`).
     pub spill: bool,
+    /// The event itself, when at hand: a queue that can carry it with the
+    /// delivery (the AWS one) saves the delivery an archive read.
+    pub event: Option<crate::domain::Event>,
 }
 
 impl NewDelivery {
@@ -140,6 +143,7 @@ impl NewDelivery {
             event_id: event.id.clone(),
             event_type: event.event_type.clone(),
             spill: sub.spilling,
+            event: Some(event.clone()),
         }
     }
 }

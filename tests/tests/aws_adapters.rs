@@ -145,6 +145,7 @@ async fn publish_to(ctx: &Deliver, subs: &[(SubscriptionId, TenantId)]) -> Event
             event_id: event.id.clone(),
             event_type: event.event_type.clone(),
             spill: false,
+            event: Some(event.clone()),
         })
         .collect();
     ctx.store.enqueue(&batch).await.unwrap();

@@ -1,7 +1,66 @@
 //! The bodies of hooklane's SQS messages and their deduplication ids.
+//!
+//! Fan-out and delivery messages carry the event itself when it is small
+//! ([`CarriedEvent`]), so neither function reads the archive for it: two
+//! strongly consistent reads fewer per delivery. A larger event, or a
+//! message from a spill refill, a replay or a backfill, goes without, and
+//! the function reads the archive.
 
+use hooklane_core::domain::{Event, EventId, EventType, TenantId};
+use hooklane_core::record::{from_ms, ms};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+
+/// The largest message body that carries its event: ten delivery messages
+/// must fit one `SendMessageBatch` (256 KiB in all).
+pub const CARRY_LIMIT: usize = 24 * 1024;
+
+/// An event travelling in a message: its type, acceptance time and body.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct CarriedEvent {
+    /// Event type.
+    #[serde(rename = "type")]
+    pub event_type: String,
+    /// When it was accepted, unix ms.
+    pub created_at: i64,
+    /// The body (JSON text).
+    pub payload: String,
+}
+
+impl CarriedEvent {
+    /// The event to carry, unless its body is over the limit.
+    pub fn of(e: &Event) -> Option<Self> {
+        if e.payload.len() > CARRY_LIMIT {
+            return None;
+        }
+        Some(Self {
+            event_type: e.event_type.as_str().to_owned(),
+            created_at: ms(e.created_at),
+            payload: String::from_utf8(e.payload.to_vec()).ok()?,
+        })
+    }
+
+    /// The event back, as the archive would return it.
+    pub fn event(&self, tenant: &TenantId, id: &EventId) -> Option<Event> {
+        Some(Event {
+            id: id.clone(),
+            tenant: tenant.clone(),
+            event_type: EventType::parse(&self.event_type).ok()?,
+            created_at: from_ms(self.created_at),
+            payload: bytes::Bytes::from(self.payload.clone()),
+        })
+    }
+}
+
+/// Serializes a message; when carrying its event makes it longer than
+/// `limit`, serializes it again without (`strip` removes the event).
+pub fn body_within<T: Serialize>(msg: &T, limit: usize, strip: impl Fn(&T) -> T) -> String {
+    let body = serde_json::to_string(msg).unwrap_or_default();
+    if body.len() <= limit {
+        return body;
+    }
+    serde_json::to_string(&strip(msg)).unwrap_or_default()
+}
 
 /// Ingest queue: one event to fan out (group = tenant), or one backfill
 /// to run (group = `backfill-{subscription}`).
@@ -15,6 +74,9 @@ pub struct FanOutMessage {
     /// A backfill instead of an event.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backfill: Option<BackfillMessage>,
+    /// The event itself, when small.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event: Option<CarriedEvent>,
 }
 
 /// A re-enabled subscription's backfill: archived events accepted from
@@ -46,9 +108,32 @@ pub struct DeliveryMessage {
     /// never holds up live deliveries); absent for live ones.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lane: Option<String>,
+    /// The event itself, when small.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event: Option<CarriedEvent>,
 }
 
 impl DeliveryMessage {
+    /// A live delivery of an event to a subscription, without the event.
+    pub fn new(tenant: &str, subscription_id: &str, event_id: &str, event_type: &str) -> Self {
+        Self {
+            tenant: tenant.to_owned(),
+            subscription_id: subscription_id.to_owned(),
+            event_id: event_id.to_owned(),
+            event_type: event_type.to_owned(),
+            lane: None,
+            event: None,
+        }
+    }
+
+    /// Its body, carrying the event only within [`CARRY_LIMIT`].
+    pub fn body(&self) -> String {
+        body_within(self, CARRY_LIMIT, |m| Self {
+            event: None,
+            ..m.clone()
+        })
+    }
+
     /// The message group: the subscription's lane.
     pub fn group(&self) -> String {
         match &self.lane {
@@ -80,5 +165,35 @@ mod tests {
         assert_eq!(a, dedup_id(&["evt_1", "sub_1"]));
         assert_ne!(a, dedup_id(&["evt_1", "sub_2"]));
         assert_ne!(dedup_id(&["ab", "c"]), dedup_id(&["a", "bc"]));
+    }
+
+    #[test]
+    fn a_small_event_travels_with_its_delivery_and_a_large_one_does_not() {
+        let tenant = TenantId::parse("acme").unwrap();
+        let event = |size: usize| Event {
+            id: EventId::generate(),
+            tenant: tenant.clone(),
+            event_type: EventType::parse("a.b").unwrap(),
+            created_at: from_ms(1_700_000_000_123),
+            payload: bytes::Bytes::from(format!("\"{}\"", "\\".repeat(size))),
+        };
+        let carry = |e: &Event| {
+            let mut m = DeliveryMessage::new("acme", "sub_1", e.id.as_str(), "a.b");
+            m.event = CarriedEvent::of(e);
+            serde_json::from_str::<DeliveryMessage>(&m.body()).unwrap()
+        };
+        let small = event(1024);
+        let back = carry(&small)
+            .event
+            .unwrap()
+            .event(&tenant, &small.id)
+            .unwrap();
+        assert_eq!(
+            (back.payload, back.created_at, back.event_type),
+            (small.payload, small.created_at, small.event_type)
+        );
+        // Escaping doubles this body past the limit: sent without it.
+        assert!(carry(&event(20 * 1024)).event.is_none());
+        assert!(carry(&event(200 * 1024)).event.is_none());
     }
 }

@@ -31,7 +31,13 @@ impl Engine {
     /// before it (tombstone rule), records the start, signs, sends,
     /// classifies and records the outcome.
     pub async fn deliver(&self, d: &Delivery) -> StoreResult<Step> {
-        let (sub, event) = match self.prepare(d).await? {
+        self.deliver_event(d, None).await
+    }
+
+    /// [`Engine::deliver`] with the event already at hand (carried in the
+    /// queue message), so only the subscription is read.
+    pub async fn deliver_event(&self, d: &Delivery, event: Option<Event>) -> StoreResult<Step> {
+        let (sub, event) = match self.prepare(d, event).await? {
             Prepared::Ready(ready) => *ready,
             Prepared::Gone => return self.drop_delivery(d).await,
             Prepared::Suspended(sub) => {
@@ -89,8 +95,9 @@ impl Engine {
         Ok(Step::Dropped)
     }
 
-    /// Reads the subscription (consistent) and the event.
-    async fn prepare(&self, d: &Delivery) -> StoreResult<Prepared> {
+    /// Reads the subscription (consistent) and, unless it is at hand, the
+    /// event.
+    async fn prepare(&self, d: &Delivery, known: Option<Event>) -> StoreResult<Prepared> {
         let Some(sub) = self
             .ports
             .subscriptions
@@ -102,7 +109,11 @@ impl Engine {
         if sub.status == SubscriptionStatus::Suspended {
             return Ok(Prepared::Suspended(Box::new(sub)));
         }
-        let Some(event) = self.ports.events.get(&d.tenant, &d.event_id).await? else {
+        let event = match known.filter(|e| e.id == d.event_id) {
+            Some(e) => Some(e),
+            None => self.ports.events.get(&d.tenant, &d.event_id).await?,
+        };
+        let Some(event) = event else {
             warn!(
                 event_id = d.event_id.as_str(),
                 "event no longer archived; dropping delivery"

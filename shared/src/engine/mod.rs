@@ -24,6 +24,10 @@ use crate::ports::{
     StoreResult, SubscriptionStore, Wakeup,
 };
 
+/// How far apart two machines' clocks may be: a subscription created this
+/// long after an event was accepted may still have been created before it.
+pub const CLOCK_ALLOWANCE: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// How many subscriptions fan-out reads and enqueues per page.
 const FAN_OUT_PAGE: usize = 500;
 
@@ -219,7 +223,10 @@ impl Engine {
     /// Fans out at most `max_pages` pages of subscriptions after `after`;
     /// returns how many deliveries were enqueued and, when subscriptions
     /// remain, the cursor to resume from (a very large fan-out continues
-    /// across invocations).
+    /// across invocations). A fan-out can run again (the AWS backend fans
+    /// out a duplicate publish again, in case the first never got queued):
+    /// subscriptions created more than [`CLOCK_ALLOWANCE`] after the event
+    /// was accepted do not get it.
     pub async fn fan_out_pages(
         &self,
         event: &Event,
@@ -244,7 +251,11 @@ impl Engine {
             };
             after = Some(last.id.clone());
             let full = page.len() == FAN_OUT_PAGE;
-            let batch = page.iter().map(|s| NewDelivery::of(event, s)).collect();
+            let batch = page
+                .iter()
+                .filter(|s| s.created_at <= event.created_at + CLOCK_ALLOWANCE)
+                .map(|s| NewDelivery::of(event, s))
+                .collect();
             total += self.enqueue_and_wake(batch).await?;
             if !full {
                 after = None;

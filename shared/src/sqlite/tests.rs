@@ -105,6 +105,7 @@ async fn deleting_a_subscription_drops_its_queued_deliveries_and_refuses_new_att
         event_id: crate::domain::EventId::generate(),
         event_type: crate::domain::EventType::parse("a.b").unwrap(),
         spill: false,
+        event: None,
     };
     h.store.enqueue(&[d]).await.unwrap();
     let head = h

@@ -63,18 +63,23 @@ fn units(service: &str, op: &str) -> (f64, f64) {
     }
 }
 
-/// Runs `deliveries` deliveries over 10 subscriptions and prints the
-/// calls and cost per delivery.
-pub async fn run(bin: &str, deliveries: u64) -> anyhow::Result<()> {
+/// Runs `deliveries` deliveries over 10 subscriptions, published by
+/// `publishers` at once, and prints the calls and cost per delivery.
+pub async fn run(bin: &str, deliveries: u64, publishers: u64) -> anyhow::Result<()> {
     let (mut moto, endpoint) = moto()?;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let result = measure(bin, &endpoint, deliveries).await;
+    let result = measure(bin, &endpoint, deliveries, publishers.max(1)).await;
     let _ = moto.kill();
     let _ = moto.wait();
     result
 }
 
-async fn measure(bin: &str, endpoint: &str, deliveries: u64) -> anyhow::Result<()> {
+async fn measure(
+    bin: &str,
+    endpoint: &str,
+    deliveries: u64,
+    publishers: u64,
+) -> anyhow::Result<()> {
     let (addr, seen) = receiver().await?;
     let env = [
         ("AWS_ENDPOINT_URL", endpoint),
@@ -92,9 +97,20 @@ async fn measure(bin: &str, endpoint: &str, deliveries: u64) -> anyhow::Result<(
     }
     let before = calls(&api.metrics_text().await?);
     let start = Instant::now();
-    for n in 0..deliveries {
-        api.publish(&format!("c{n}"), &format!("t.{}", n % 10), &kib_payload())
-            .await?;
+    let tasks: Vec<_> = (0..publishers)
+        .map(|p| {
+            let api = api.clone();
+            tokio::spawn(async move {
+                for n in (p..deliveries).step_by(publishers as usize) {
+                    api.publish(&format!("c{n}"), &format!("t.{}", n % 10), &kib_payload())
+                        .await?;
+                }
+                anyhow::Ok(())
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await??;
     }
     let end = Instant::now() + Duration::from_secs(600);
     while seen.delivered.load(Ordering::Relaxed) < deliveries && Instant::now() < end {

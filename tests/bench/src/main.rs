@@ -61,6 +61,10 @@ enum Figure {
     AwsCost {
         #[arg(long, default_value_t = 500)]
         deliveries: u64,
+        /// Publishers at once: 1 is the worst case (each receive finds one
+        /// message); more fills receive batches as load does on AWS.
+        #[arg(long, default_value_t = 1)]
+        publishers: u64,
     },
     /// 6: Lambda binary sizes and init time.
     Lambda(lambda::Args),
@@ -134,7 +138,10 @@ async fn main() -> anyhow::Result<()> {
                 enq, all
             );
         }
-        Figure::AwsCost { deliveries } => aws_cost::run(bin, deliveries).await?,
+        Figure::AwsCost {
+            deliveries,
+            publishers,
+        } => aws_cost::run(bin, deliveries, publishers).await?,
         Figure::Lambda(args) => lambda::run(args).await?,
         Figure::Memory { deliveries } => {
             let marks = figures::memory(bin, deliveries).await?;

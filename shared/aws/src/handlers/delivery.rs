@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
-use hooklane_core::domain::{Delivery, EventId, EventType, SubscriptionId, TenantId};
+use hooklane_core::domain::{Delivery, Event, EventId, EventType, SubscriptionId, TenantId};
 use hooklane_core::engine::{Engine, Step};
 use time::OffsetDateTime;
 use tracing::{error, warn};
@@ -56,15 +56,20 @@ struct Parsed {
     sub: SubscriptionId,
     event: EventId,
     event_type: EventType,
+    /// The event itself, when the message carries it.
+    carried: Option<Event>,
 }
 
 fn parse(m: &SqsMessage) -> Option<Parsed> {
     let msg: DeliveryMessage = serde_json::from_str(m.body.as_deref()?).ok()?;
+    let tenant = TenantId::parse(&msg.tenant).ok()?;
+    let event = EventId::parse(&msg.event_id).ok()?;
     Some(Parsed {
-        tenant: TenantId::parse(&msg.tenant).ok()?,
+        carried: msg.event.as_ref().and_then(|c| c.event(&tenant, &event)),
         sub: SubscriptionId::parse(&msg.subscription_id).ok()?,
-        event: EventId::parse(&msg.event_id).ok()?,
         event_type: EventType::parse(&msg.event_type).ok()?,
+        tenant,
+        event,
     })
 }
 
@@ -111,7 +116,7 @@ async fn process(ctx: &Deliver, m: SqsMessage) -> Outcome {
         first_attempt_at: record.first_attempt_at,
         next_attempt_at: now,
     };
-    match ctx.engine.deliver(&d).await {
+    match ctx.engine.deliver_event(&d, p.carried).await {
         Ok(Step::Retrying(at) | Step::Deferred(at)) => {
             back_off(ctx, &m, at - OffsetDateTime::now_utc()).await
         }

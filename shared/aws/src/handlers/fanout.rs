@@ -65,8 +65,12 @@ async fn process(ctx: &FanOut, m: SqsMessage, started: Instant) -> Outcome {
     let Ok(event_id) = EventId::parse(&msg.event_id) else {
         return Outcome::Poison;
     };
-    let event = match hooklane_core::ports::EventArchive::get(&ctx.store, &tenant, &event_id).await
-    {
+    let carried = msg.event.as_ref().and_then(|c| c.event(&tenant, &event_id));
+    let archived = match carried {
+        Some(e) => Ok(Some(e)),
+        None => hooklane_core::ports::EventArchive::get(&ctx.store, &tenant, &event_id).await,
+    };
+    let event = match archived {
         Ok(Some(e)) => e,
         Ok(None) => {
             warn!(
@@ -80,7 +84,19 @@ async fn process(ctx: &FanOut, m: SqsMessage, started: Instant) -> Outcome {
             return Outcome::Retry;
         }
     };
-    let mut after = match ctx.store.fan_out_cursor(&tenant, &event_id).await {
+    // A cursor exists only if an earlier receive of this message handed it
+    // back part-way; the first receive has nothing to read.
+    let resumed = m
+        .attributes
+        .get("ApproximateReceiveCount")
+        .and_then(|c| c.parse::<u32>().ok())
+        .is_none_or(|c| c > 1);
+    let cursor = if resumed {
+        ctx.store.fan_out_cursor(&tenant, &event_id).await
+    } else {
+        Ok(None)
+    };
+    let mut after = match cursor {
         Ok(c) => c,
         Err(e) => {
             error!(error = %e, "reading fan-out cursor failed");
@@ -100,10 +116,7 @@ async fn process(ctx: &FanOut, m: SqsMessage, started: Instant) -> Outcome {
                     deliveries = n,
                     "fanned out"
                 );
-                return match ctx.store.mark_fanned_out(&tenant, &event_id).await {
-                    Ok(()) => Outcome::Done,
-                    Err(_) => Outcome::Retry,
-                };
+                return Outcome::Done;
             }
             Ok((_, Some(cursor))) => {
                 after = Some(cursor);

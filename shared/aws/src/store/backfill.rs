@@ -48,6 +48,7 @@ impl AwsStore {
             tenant: sub.tenant.as_str().to_owned(),
             event_id: String::new(),
             backfill: Some(job),
+            event: None,
         })
         .map_err(backend)?;
         self.sqs
@@ -193,11 +194,8 @@ impl AwsStore {
             };
             if matches && self.reset_to_pending(&sub.id, &event, true).await? {
                 batch.push(DeliveryMessage {
-                    tenant: tenant.as_str().to_owned(),
-                    subscription_id: sub.id.as_str().to_owned(),
-                    event_id: id.clone(),
-                    event_type: ty.clone(),
                     lane: Some("backfill".into()),
+                    ..DeliveryMessage::new(tenant.as_str(), sub.id.as_str(), id, ty)
                 });
             }
         }

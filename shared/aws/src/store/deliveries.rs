@@ -25,7 +25,7 @@ use super::{
     backend, corrupt, get_n, get_s, is_condition_failed, padded, time_seq, took_effect, AwsStore,
     Item, RETENTION_SECS,
 };
-use crate::messages::{dedup_id, DeliveryMessage};
+use crate::messages::{dedup_id, CarriedEvent, DeliveryMessage};
 use crate::{n, s};
 
 /// How often a batch send retries the entries SQS refused.
@@ -73,13 +73,14 @@ impl Default for DeliveryRecord {
 }
 
 fn message_of(d: &NewDelivery) -> DeliveryMessage {
-    DeliveryMessage {
-        tenant: d.tenant.as_str().to_owned(),
-        subscription_id: d.subscription_id.as_str().to_owned(),
-        event_id: d.event_id.as_str().to_owned(),
-        event_type: d.event_type.as_str().to_owned(),
-        lane: None,
-    }
+    let mut m = DeliveryMessage::new(
+        d.tenant.as_str(),
+        d.subscription_id.as_str(),
+        d.event_id.as_str(),
+        d.event_type.as_str(),
+    );
+    m.event = d.event.as_ref().and_then(CarriedEvent::of);
+    m
 }
 
 fn attr(v: impl Into<String>, number: bool) -> StoreResult<MessageAttributeValue> {
@@ -104,7 +105,7 @@ impl AwsStore {
                 pending.push(
                     SendMessageBatchRequestEntry::builder()
                         .id(i.to_string())
-                        .message_body(serde_json::to_string(m).map_err(backend)?)
+                        .message_body(m.body())
                         .message_group_id(m.group())
                         .message_deduplication_id(dedup_id(&[
                             &m.event_id,
@@ -234,13 +235,12 @@ impl AwsStore {
     }
 
     async fn park_to_dlq(&self, d: &Delivery, reason: &str, last: &Attempt) -> StoreResult<()> {
-        let msg = DeliveryMessage {
-            tenant: d.tenant.as_str().to_owned(),
-            subscription_id: d.subscription_id.as_str().to_owned(),
-            event_id: d.event_id.as_str().to_owned(),
-            event_type: d.event_type.as_str().to_owned(),
-            lane: None,
-        };
+        let msg = DeliveryMessage::new(
+            d.tenant.as_str(),
+            d.subscription_id.as_str(),
+            d.event_id.as_str(),
+            d.event_type.as_str(),
+        );
         let first = d.first_attempt_at.unwrap_or(last.started_at);
         let mut attrs: HashMap<String, MessageAttributeValue> = HashMap::new();
         attrs.insert("tenant".into(), attr(msg.tenant.clone(), false)?);
@@ -503,13 +503,12 @@ impl DeliveryQueue for AwsStore {
             if !self.reset_parked(&dl.subscription_id, &dl.event_id).await? {
                 continue;
             }
-            let msg = DeliveryMessage {
-                tenant: tenant.as_str().to_owned(),
-                subscription_id: dl.subscription_id.as_str().to_owned(),
-                event_id: dl.event_id.as_str().to_owned(),
-                event_type: dl.event_type.as_str().to_owned(),
-                lane: None,
-            };
+            let msg = DeliveryMessage::new(
+                tenant.as_str(),
+                dl.subscription_id.as_str(),
+                dl.event_id.as_str(),
+                dl.event_type.as_str(),
+            );
             self.send_deliveries(std::slice::from_ref(&msg), &format!("replay-{}", ms(now)))
                 .await?;
             replayed.push(dl.subscription_id);

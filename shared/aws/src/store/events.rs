@@ -1,8 +1,8 @@
 //! `EventArchive` on DynamoDB + the ingest FIFO queue: an event is archived
 //! with a conditional put (the id is the idempotency key), then sent to the
-//! ingest queue (group = tenant). A duplicate publish of an event whose
-//! fan-out was never confirmed sends it again, so a failure between the
-//! put and the send loses nothing: the publisher's retry completes it.
+//! ingest queue (group = tenant). A duplicate publish sends it again, so a
+//! failure between the put and the send loses nothing: the publisher's
+//! retry completes it.
 
 use async_trait::async_trait;
 use hooklane_core::domain::{Event, EventId, EventType, TenantId};
@@ -14,7 +14,7 @@ use super::{
     backend, corrupt, get_n, get_s, is_condition_failed, took_effect, AwsStore, Item,
     RETENTION_SECS,
 };
-use crate::messages::{dedup_id, FanOutMessage};
+use crate::messages::{body_within, dedup_id, CarriedEvent, FanOutMessage, CARRY_LIMIT};
 use crate::{n, s};
 
 /// How long an event id stays reserved (G12), in milliseconds.
@@ -45,44 +45,29 @@ impl AwsStore {
         Ok(item.filter(|i| !expired(i, time::OffsetDateTime::now_utc())))
     }
 
-    /// Sends an event to the ingest queue for fan-out.
-    pub(crate) async fn send_fan_out(&self, tenant: &TenantId, id: &EventId) -> StoreResult<()> {
-        let body = serde_json::to_string(&FanOutMessage {
-            tenant: tenant.as_str().to_owned(),
-            event_id: id.as_str().to_owned(),
+    /// Sends an event to the ingest queue for fan-out, carrying it when
+    /// small.
+    pub(crate) async fn send_fan_out(&self, event: &Event) -> StoreResult<()> {
+        let msg = FanOutMessage {
+            tenant: event.tenant.as_str().to_owned(),
+            event_id: event.id.as_str().to_owned(),
             backfill: None,
-        })
-        .map_err(backend)?;
+            event: CarriedEvent::of(event),
+        };
+        let body = body_within(&msg, CARRY_LIMIT, |m| FanOutMessage {
+            event: None,
+            ..m.clone()
+        });
         self.sqs
             .send_message()
             .queue_url(&self.settings.ingest_queue_url)
-            .message_group_id(tenant.as_str())
-            .message_deduplication_id(dedup_id(&[tenant.as_str(), id.as_str()]))
+            .message_group_id(event.tenant.as_str())
+            .message_deduplication_id(dedup_id(&[event.tenant.as_str(), event.id.as_str()]))
             .message_body(body)
             .send()
             .await
             .map_err(backend)?;
         Ok(())
-    }
-
-    /// Records that an event's fan-out finished.
-    pub(crate) async fn mark_fanned_out(&self, tenant: &TenantId, id: &EventId) -> StoreResult<()> {
-        took_effect(
-            self.ddb
-                .update_item()
-                .table_name(&self.settings.table)
-                .key("pk", s(tenant_pk(tenant)))
-                .key("sk", s(event_sk(id)))
-                .update_expression("SET fanned_out = :t")
-                .condition_expression("attribute_exists(pk)")
-                .expression_attribute_values(
-                    ":t",
-                    aws_sdk_dynamodb::types::AttributeValue::Bool(true),
-                )
-                .send()
-                .await,
-        )
-        .map(|_| ())
     }
 }
 
@@ -110,7 +95,7 @@ impl EventArchive for AwsStore {
             .await;
         match put {
             Ok(_) => {
-                self.send_fan_out(&event.tenant, &event.id).await?;
+                self.send_fan_out(&event).await?;
                 Ok(Accepted::New(event))
             }
             Err(e) if is_condition_failed(&e) => {
@@ -124,14 +109,11 @@ impl EventArchive for AwsStore {
                         "this event id was used more than 24 hours ago".into(),
                     ));
                 }
-                let fanned_out = item
-                    .get("fanned_out")
-                    .and_then(|v| v.as_bool().ok())
-                    .copied()
-                    .unwrap_or(false);
-                if !fanned_out {
-                    self.send_fan_out(&original.tenant, &original.id).await?;
-                }
+                // The first accept may have failed between the put and the
+                // send: fan out again. That is idempotent: a delivery already
+                // queued within five minutes is deduplicated by SQS, and one
+                // already attempted finds its record and is skipped.
+                self.send_fan_out(&original).await?;
                 Ok(Accepted::Duplicate(original))
             }
             Err(e) => Err(backend(e)),

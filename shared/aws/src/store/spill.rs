@@ -29,7 +29,13 @@ fn spill_pk(sub: &str) -> String {
 impl AwsStore {
     /// Keeps one delivery in the spill store and counts it.
     pub(crate) async fn spill(&self, msg: &DeliveryMessage) -> StoreResult<()> {
-        let body = serde_json::to_string(msg).map_err(backend)?;
+        // Spilled without the event: the archive holds it, and a refilled
+        // delivery reads it from there.
+        let body = serde_json::to_string(&DeliveryMessage {
+            event: None,
+            ..msg.clone()
+        })
+        .map_err(backend)?;
         self.ddb
             .put_item()
             .table_name(&self.settings.table)
