@@ -78,7 +78,22 @@ async fn process(ctx: &Deliver, m: SqsMessage) -> Outcome {
         warn!(message_id = ?m.message_id, "unreadable delivery message");
         return Outcome::Poison;
     };
-    let record = match ctx.store.delivery_record(&p.sub, &p.event).await {
+    // A message received for the first time has had no attempt: its
+    // record, if any, is a fresh one (a replay's or a backfill's reset) or
+    // a finished one (the pair was fanned out again), and the conditional
+    // write that starts the attempt refuses the latter. Only a redelivery,
+    // or a message back from the dead-letter queue, needs the record read.
+    let first_receive = m
+        .attributes
+        .get("ApproximateReceiveCount")
+        .is_some_and(|c| c == "1")
+        && !m.message_attributes.contains_key("reason");
+    let record = if first_receive {
+        Ok(None)
+    } else {
+        ctx.store.delivery_record(&p.sub, &p.event).await
+    };
+    let record = match record {
         Ok(r) => r,
         Err(e) => {
             error!(error = %e, "reading delivery record failed");
