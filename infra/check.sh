@@ -16,9 +16,9 @@ export PATH="$PWD/.venv/bin:$PATH"
 echo "== cfn-lint infra/template.yaml"
 cfn-lint infra/template.yaml
 
-echo "== cargo lambda build --release $arch"
-cargo lambda build --release "$arch" -p hooklane-api -p hooklane-fanout -p hooklane-delivery
+echo "== cargo lambda build --profile lambda $arch"
+cargo lambda build --profile lambda "$arch" -p hooklane-api -p hooklane-fanout -p hooklane-delivery
 
 for f in hooklane-api hooklane-fanout hooklane-delivery; do
-  ls -l "target/lambda/$f/bootstrap" | awk -v f="$f" '{printf "%-20s %8.2f MB\n", f, $5 / 1048576}'
+  ls -l "target/lambda/$f/bootstrap" | awk -v f="$f" '{printf "%-20s %8.2f MiB\n", f, $5 / 1048576}'
 done

@@ -1,21 +1,34 @@
 //! One telemetry init for every entry point: readable logs locally, JSON
 //! logs where `HOOKLANE_LOG_FORMAT=json` (or on Lambda); the level comes
-//! from `RUST_LOG` (default `info`). Spans and events carry tenant,
-//! subscription and event ids, never bodies or secrets.
+//! from `RUST_LOG` (default `info`): a level, or `target=level` pairs
+//! separated by commas (`info,hooklane_core=debug`). Spans and events carry
+//! tenant, subscription and event ids, never bodies or secrets.
+//!
+//! The filter is `tracing_subscriber`'s `Targets`, not `EnvFilter`: the
+//! latter's regular-expression engine would add half a megabyte to every
+//! Lambda binary, for span-field filters hooklane has no use for.
 
-use tracing_subscriber::EnvFilter;
+use tracing_subscriber::filter::Targets;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+
+/// The filter `RUST_LOG` asks for, or `info` when it is unset or unreadable.
+fn filter() -> Targets {
+    std::env::var("RUST_LOG")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| Targets::new().with_default(tracing::Level::INFO))
+}
 
 /// Installs the global subscriber once; later calls do nothing.
 pub fn init() {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     let json = std::env::var("HOOKLANE_LOG_FORMAT").is_ok_and(|v| v == "json")
         || std::env::var("AWS_LAMBDA_FUNCTION_NAME").is_ok();
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+    let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let registry = tracing_subscriber::registry().with(filter());
     let _ = if json {
-        builder.json().try_init()
+        registry.with(fmt.json()).try_init()
     } else {
-        builder.try_init()
+        registry.with(fmt).try_init()
     };
 }
