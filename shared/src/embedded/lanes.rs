@@ -110,7 +110,7 @@ impl Lanes {
         let permits = self.tenant_permits(&tenant);
         loop {
             let seen = self.generation(&key);
-            let head = match self.store.lane_head(&key.0, key.1).await {
+            let head = match self.store.lane_head_with_event(&key.0, key.1).await {
                 Ok(h) => h,
                 Err(e) => {
                     error!(subscription_id = key.0.as_str(), error = %e, "reading lane failed");
@@ -118,7 +118,7 @@ impl Lanes {
                     continue;
                 }
             };
-            let Some(d) = head else {
+            let Some((d, event)) = head else {
                 if self.retire(&key, Some(seen)) {
                     return;
                 }
@@ -136,7 +136,7 @@ impl Lanes {
             let Ok(permit) = permits.clone().acquire_owned().await else {
                 return;
             };
-            let step = self.engine.deliver(&d).await;
+            let step = self.engine.deliver_event(&d, event).await;
             drop(permit);
             match step {
                 Ok(Step::Skipped) => {

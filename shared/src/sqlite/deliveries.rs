@@ -9,7 +9,7 @@ use time::OffsetDateTime;
 
 use super::{corrupt, from_ms, ms, SqliteStore};
 use crate::domain::{
-    Attempt, DeadLetter, Delivery, EventId, EventType, Health, Subscription, SubscriptionId,
+    Attempt, DeadLetter, Delivery, Event, EventId, EventType, Health, Subscription, SubscriptionId,
     TenantId,
 };
 use crate::ports::{DeliveryQueue, DeliveryView, Finish, NewDelivery, StoreResult};
@@ -322,13 +322,41 @@ impl SqliteStore {
         sub: &SubscriptionId,
         lane: Lane,
     ) -> StoreResult<Option<Delivery>> {
+        Ok(self.lane_head_with_event(sub, lane).await?.map(|(d, _)| d))
+    }
+
+    /// The head of a lane with its archived event, read together: the lane
+    /// hands the event to the engine, which then reads only the
+    /// subscription. (Every read transaction after a commit starts from an
+    /// emptied page cache, so one read instead of two is measurably
+    /// cheaper.) The event is `None` when it is no longer archived.
+    pub async fn lane_head_with_event(
+        &self,
+        sub: &SubscriptionId,
+        lane: Lane,
+    ) -> StoreResult<Option<(Delivery, Option<Event>)>> {
         let sub = sub.clone();
         self.read(move |conn| {
-            conn.prepare_cached(&format!(
-                "SELECT {DELIVERY_COLUMNS} FROM deliveries WHERE subscription_id = ?1 AND lane = ?2 \
-                 AND state = 'pending' ORDER BY seq LIMIT 1"
-            ))?
-            .query_row(params![sub.as_str(), lane.as_str()], delivery_row)
+            conn.prepare_cached(
+                "SELECT d.seq, d.tenant, d.subscription_id, d.event_id, d.event_type, d.attempts, \
+                 d.first_attempt_at, d.next_attempt_at, e.created_at, e.payload \
+                 FROM deliveries d LEFT JOIN events e ON e.tenant = d.tenant AND e.id = d.event_id \
+                 WHERE d.subscription_id = ?1 AND d.lane = ?2 AND d.state = 'pending' \
+                 ORDER BY d.seq LIMIT 1",
+            )?
+            .query_row(params![sub.as_str(), lane.as_str()], |r| {
+                let d = delivery_row(r)?;
+                let created: Option<i64> = r.get(8)?;
+                let payload: Option<Vec<u8>> = r.get(9)?;
+                let event = created.zip(payload).map(|(at, body)| Event {
+                    id: d.event_id.clone(),
+                    tenant: d.tenant.clone(),
+                    event_type: d.event_type.clone(),
+                    created_at: from_ms(at),
+                    payload: bytes::Bytes::from(body),
+                });
+                Ok((d, event))
+            })
             .optional()
         })
         .await
