@@ -263,7 +263,7 @@ pub struct PreviousSecret {
 
 /// The health record of G8, written when a delivery's retry sequence ends.
 /// Serialized as the API's `health` object.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct Health {
     /// Failed retry sequences since the last success.
     pub consecutive_failures: u32,

@@ -135,27 +135,6 @@ pub fn next_health(
     h
 }
 
-/// How stale `last_attempt_at` may grow before an otherwise unchanged
-/// health record is written again.
-pub const HEALTH_REFRESH: Duration = Duration::from_secs(60);
-
-/// Whether `next` is worth writing over `prev`. A success on a healthy
-/// subscription changes nothing but `last_attempt_at`; writing that on
-/// every delivery would be one more write per delivery (a DynamoDB write
-/// unit on AWS), so it is refreshed at most every [`HEALTH_REFRESH`]. Any
-/// other change (a failure, a recovery, a new status or error) is written
-/// at once.
-pub fn worth_writing(prev: &Health, next: &Health) -> bool {
-    let unchanged = Health {
-        last_attempt_at: prev.last_attempt_at,
-        ..next.clone()
-    } == *prev;
-    match (unchanged, prev.last_attempt_at, next.last_attempt_at) {
-        (true, Some(before), Some(now)) => now - before >= HEALTH_REFRESH,
-        _ => true,
-    }
-}
-
 /// Backfill pacing: `rate` per second, starting at a quarter of it and
 /// ramping up linearly over the first two minutes.
 pub fn backfill_interval(rate: f64, since_start: Duration) -> Duration {
@@ -365,33 +344,6 @@ mod tests {
             error: None,
             response_excerpt: None,
         }
-    }
-
-    #[test]
-    fn an_unchanged_health_record_is_rewritten_at_most_once_a_minute() {
-        let t0 = OffsetDateTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
-        let ok = |at| next_health(&Health::default(), &attempt(at, Some(200)), None, seq(at));
-        let healthy = ok(t0);
-        assert!(!worth_writing(&healthy, &ok(t0 + Duration::from_secs(30))));
-        assert!(worth_writing(&healthy, &ok(t0 + Duration::from_secs(61))));
-        // A failure is written at once, and so is the recovery after it.
-        let t1 = t0 + Duration::from_secs(1);
-        let failed = next_health(
-            &healthy,
-            &attempt(t1, Some(500)),
-            Some(FailureClass::Retryable),
-            seq(t1),
-        );
-        assert!(worth_writing(&healthy, &failed));
-        assert!(worth_writing(
-            &failed,
-            &next_health(&failed, &attempt(t1, Some(200)), None, seq(t1))
-        ));
-        // So is anything new: a first record, another status.
-        assert!(worth_writing(&Health::default(), &healthy));
-        let mut other = ok(t1);
-        other.last_status_code = Some(204);
-        assert!(worth_writing(&healthy, &other));
     }
 
     fn seq(at: OffsetDateTime) -> Sequence {

@@ -11,7 +11,7 @@ use tracing::{info, warn};
 
 use super::{Engine, Step};
 use crate::domain::{Attempt, AttemptId, Delivery, Event, Subscription, SubscriptionStatus};
-use crate::health::{next_health, worth_writing, Admit, Sequence};
+use crate::health::{next_health, Admit, Sequence};
 use crate::policy::{decide, Decision};
 use crate::ports::{Finish, Outbound, SendReport, StoreResult};
 use crate::signing::webhook_headers;
@@ -201,10 +201,9 @@ impl Engine {
         let ended = matches!(step, Step::Delivered | Step::Parked(_));
         let health =
             ended.then(|| next_health(&sub.health, &attempt, report.result.failure_class(), seq));
-        let changed = health.as_ref().filter(|h| worth_writing(&sub.health, h));
         self.ports
             .queue
-            .finish(d, Some(sub), &finish, Some(&attempt), changed)
+            .finish(d, Some(sub), &finish, Some(&attempt), health.as_ref())
             .await?;
         let counter = match &step {
             Step::Delivered => &self.metrics.delivered,
