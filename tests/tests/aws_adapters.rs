@@ -249,6 +249,47 @@ async fn a_finished_groups_messages_are_deleted_while_another_group_of_its_batch
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redelivery_that_claims_to_be_a_first_receive_still_gets_its_exact_attempt() {
+    let rx = Receiver::start().await;
+    rx.set_default("flaky", Reply::Status(500));
+    let (ctx, subs) = handler_with("0s,1s,1s", &["flaky"], &rx).await;
+    publish_to(&ctx, &subs).await;
+    let url = ctx.store.settings().delivery_queue_url.clone();
+    let first = receive(&ctx.store, &url).await;
+    assert_eq!(
+        failed_ids(&run_batch(&ctx, &first).await).len(),
+        1,
+        "attempt 1 failed"
+    );
+    rx.set_default("flaky", Reply::Status(204));
+
+    // The same message again, after its backoff, but reporting a receive
+    // count of 1 (the count is only approximate).
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let mut again = Vec::new();
+    for _ in 0..20 {
+        again = receive(&ctx.store, &url).await;
+        if !again.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert_eq!(again.len(), 1, "the message came back");
+    let mut event = hooklane_aws::local::to_event(&again);
+    event.records[0]
+        .attributes
+        .insert("ApproximateReceiveCount".into(), "1".into());
+    let resp = handle(&ctx, event).await;
+    assert!(failed_ids(&resp).is_empty());
+    let attempts: Vec<String> = rx
+        .requests("flaky")
+        .iter()
+        .map(|r| r.header("webhook-attempt"))
+        .collect();
+    assert_eq!(attempts, ["1", "2"], "attempted again, as attempt 2");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_poison_record_fails_alone() {
     let rx = Receiver::start().await;
     let (ctx, subs) = handler_with("0s", &["good"], &rx).await;

@@ -51,6 +51,7 @@ pub async fn handle(ctx: &Deliver, event: SqsEvent) -> SqsBatchResponse {
     batch.response
 }
 
+#[derive(Clone)]
 struct Parsed {
     tenant: TenantId,
     sub: SubscriptionId,
@@ -88,23 +89,36 @@ async fn process(ctx: &Deliver, m: SqsMessage) -> Outcome {
         .get("ApproximateReceiveCount")
         .is_some_and(|c| c == "1")
         && !m.message_attributes.contains_key("reason");
-    let record = if first_receive {
-        Ok(None)
-    } else {
+    match attempt(ctx, &m, p.clone(), !first_receive).await {
+        // Refused without the record read: the receive count is only
+        // approximate, so read the record and decide again rather than
+        // let the message go.
+        (_, true) if first_receive => attempt(ctx, &m, p, true).await.0,
+        (outcome, _) => outcome,
+    }
+}
+
+/// One attempt of a parsed message, reading its delivery record first
+/// when `read_record`; also says whether the engine skipped it (the
+/// conditional attempt start refused).
+async fn attempt(ctx: &Deliver, m: &SqsMessage, p: Parsed, read_record: bool) -> (Outcome, bool) {
+    let record = if read_record {
         ctx.store.delivery_record(&p.sub, &p.event).await
+    } else {
+        Ok(None)
     };
     let record = match record {
         Ok(r) => r,
         Err(e) => {
             error!(error = %e, "reading delivery record failed");
-            return Outcome::Retry;
+            return (Outcome::Retry, false);
         }
     };
     let mut record = record.unwrap_or_default();
     if record.state == "parked" && m.message_attributes.contains_key("reason") {
         if let Err(e) = ctx.store.reset_parked(&p.sub, &p.event).await {
             error!(error = %e, "resetting a redriven delivery failed");
-            return Outcome::Retry;
+            return (Outcome::Retry, false);
         }
         record = Default::default();
     }
@@ -112,14 +126,14 @@ async fn process(ctx: &Deliver, m: SqsMessage) -> Outcome {
         record.state.as_str(),
         "delivered" | "parked" | "dropped" | "held"
     ) {
-        return Outcome::Done;
+        return (Outcome::Done, false);
     }
     let now = OffsetDateTime::now_utc();
     if let Some(due) = record
         .next_attempt_at
         .filter(|due| *due > now + Duration::from_millis(500))
     {
-        return back_off(ctx, &m, due - now).await;
+        return (back_off(ctx, m, due - now).await, false);
     }
     let d = Delivery {
         seq: 0,
@@ -132,13 +146,15 @@ async fn process(ctx: &Deliver, m: SqsMessage) -> Outcome {
         next_attempt_at: now,
     };
     match ctx.engine.deliver_event(&d, p.carried).await {
-        Ok(Step::Retrying(at) | Step::Deferred(at)) => {
-            back_off(ctx, &m, at - OffsetDateTime::now_utc()).await
-        }
-        Ok(_) => Outcome::Done,
+        Ok(Step::Retrying(at) | Step::Deferred(at)) => (
+            back_off(ctx, m, at - OffsetDateTime::now_utc()).await,
+            false,
+        ),
+        Ok(Step::Skipped) => (Outcome::Done, true),
+        Ok(_) => (Outcome::Done, false),
         Err(e) => {
             error!(error = %e, "delivery step failed");
-            Outcome::Retry
+            (Outcome::Retry, false)
         }
     }
 }
