@@ -126,6 +126,9 @@ impl Lanes {
             };
             let now = self.engine.ports.clock.now();
             if d.next_attempt_at > now {
+                // Not held while waiting (hours, on a failing lane): the
+                // head is read again when it is due.
+                drop(event);
                 let wait: Duration = (d.next_attempt_at - now).try_into().unwrap_or_default();
                 tokio::select! {
                     _ = tokio::time::sleep(wait) => {}
@@ -133,8 +136,16 @@ impl Lanes {
                 }
                 continue;
             }
-            let Ok(permit) = permits.clone().acquire_owned().await else {
-                return;
+            // Nor while waiting for a tenant permit; the engine reads it then.
+            let (permit, event) = match permits.clone().try_acquire_owned() {
+                Ok(permit) => (permit, event),
+                Err(_) => {
+                    drop(event);
+                    let Ok(permit) = permits.clone().acquire_owned().await else {
+                        return;
+                    };
+                    (permit, None)
+                }
             };
             let step = self.engine.deliver_event(&d, event).await;
             drop(permit);

@@ -207,7 +207,11 @@ impl Engine {
                     .await?;
                 let full = page.len() == FAN_OUT_PAGE;
                 after = page.last().map(|s| s.id.clone());
-                buffer.extend(page.iter().map(|s| NewDelivery::of(event, s)));
+                buffer.extend(
+                    page.iter()
+                        .filter(|s| s.created_at <= event.created_at + CLOCK_ALLOWANCE)
+                        .map(|s| NewDelivery::of(event, s)),
+                );
                 if buffer.len() >= FAN_OUT_PAGE {
                     total += self.enqueue_and_wake(std::mem::take(&mut buffer)).await?;
                 }
