@@ -46,16 +46,25 @@ enum Figure {
         rate: f64,
         #[arg(long, default_value_t = 20)]
         secs: u64,
+        /// Runs (median and min–max reported).
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
     },
     /// 3b: drain rate of a backlog queued while the receiver was down.
     Drain {
         #[arg(long, default_value_t = 10_000)]
         backlog: u64,
+        /// Runs (median and min–max reported).
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
     },
     /// 4: one event to N subscriptions: enqueued and arrived times.
     Fanout {
         #[arg(long, default_value_t = 10_000)]
         subs: usize,
+        /// Runs (median and min–max reported).
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
     },
     /// 5: AWS calls and dollars per delivery (serve --backend aws on moto).
     AwsCost {
@@ -106,36 +115,60 @@ async fn main() -> anyhow::Result<()> {
                     cpu.push(t.cpu_ms);
                     rss.push(t.rss_mb);
                 }
-                let range = |v: &[f64]| {
-                    let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
-                    let hi = v.iter().copied().fold(0.0, f64::max);
-                    (lo, hi)
-                };
-                let ((r_lo, r_hi), (c_lo, c_hi)) = (range(&rate), range(&cpu));
-                let (r, _, _) = rig::spread(&mut rate);
-                let (c, _, _) = rig::spread(&mut cpu);
                 let (m, _, _) = rig::spread(&mut rss);
                 println!(
-                    "throughput subs={subs:<6} median {r:>6.0} deliveries/s (min-max {r_lo:.0}-{r_hi:.0})   CPU median {c:.3} ms/delivery ({c_lo:.3}-{c_hi:.3})   peak RSS {m:.1} MB   (n={})",
+                    "throughput subs={subs:<6} {} deliveries/s   CPU {} ms/delivery   peak RSS {m:.1} MB   (n={})",
+                    summary(&mut rate, 0),
+                    summary(&mut cpu, 3),
                     rate.len()
                 );
             }
         }
-        Figure::Latency { rate, secs } => {
-            let mut s = figures::latency(bin, rate, secs).await?;
-            let (p50, _, _) = rig::spread(&mut s);
-            let p99 = s[((s.len() - 1) as f64 * 0.99).round() as usize];
-            println!("latency at {rate:.0}/s           p50 {p50:.2} ms   p99 {p99:.2} ms   max {:.2} ms   (n={})", s[s.len() - 1], s.len());
-        }
-        Figure::Drain { backlog } => {
-            let (overall, steady) = figures::drain(bin, backlog).await?;
-            println!("drain {backlog} deliveries       {overall:.0}/s from receiver-up   {steady:.0}/s first to last arrival");
-        }
-        Figure::Fanout { subs } => {
-            let (enq, all) = figures::fan_out(bin, subs).await?;
+        Figure::Latency { rate, secs, runs } => {
+            let (mut p50s, mut p99s) = (Vec::new(), Vec::new());
+            for _ in 0..runs.max(1) {
+                let mut s = figures::latency(bin, rate, secs).await?;
+                let (p50, _, _) = rig::spread(&mut s);
+                let p99 = s[((s.len() - 1) as f64 * 0.99).round() as usize];
+                println!("  run at {rate:.0}/s   p50 {p50:.2} ms   p99 {p99:.2} ms   max {:.2} ms   (n={})", s[s.len() - 1], s.len());
+                p50s.push(p50);
+                p99s.push(p99);
+            }
             println!(
-                "fan-out to {subs}          enqueued in {:.3} s   all arrived in {:.3} s",
-                enq, all
+                "latency at {rate:.0}/s   p50 {} ms   p99 {} ms   (runs={})",
+                summary(&mut p50s, 2),
+                summary(&mut p99s, 2),
+                p99s.len()
+            );
+        }
+        Figure::Drain { backlog, runs } => {
+            let (mut overall, mut steady) = (Vec::new(), Vec::new());
+            for _ in 0..runs.max(1) {
+                let (o, s) = figures::drain(bin, backlog).await?;
+                println!("  run {backlog} deliveries   {o:.0}/s from receiver-up   {s:.0}/s first to last arrival");
+                overall.push(o);
+                steady.push(s);
+            }
+            println!(
+                "drain {backlog} deliveries   {} /s first to last arrival   {} /s from receiver-up   (runs={})",
+                summary(&mut steady, 0),
+                summary(&mut overall, 0),
+                steady.len()
+            );
+        }
+        Figure::Fanout { subs, runs } => {
+            let (mut enq, mut all) = (Vec::new(), Vec::new());
+            for _ in 0..runs.max(1) {
+                let (e, a) = figures::fan_out(bin, subs).await?;
+                println!("  run to {subs}   enqueued in {e:.3} s   all arrived in {a:.3} s");
+                enq.push(e);
+                all.push(a);
+            }
+            println!(
+                "fan-out to {subs}   enqueued in {} s   all arrived in {} s   (runs={})",
+                summary(&mut enq, 3),
+                summary(&mut all, 3),
+                enq.len()
             );
         }
         Figure::AwsCost {
@@ -151,4 +184,12 @@ async fn main() -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// "median M (min-max a-b)" with `digits` decimals.
+fn summary(values: &mut [f64], digits: usize) -> String {
+    let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let (median, _, _) = rig::spread(values);
+    format!("median {median:.digits$} (min-max {lo:.digits$}-{hi:.digits$})")
 }
