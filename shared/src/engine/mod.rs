@@ -195,28 +195,14 @@ impl Engine {
         for event in events {
             let mut after: Option<SubscriptionId> = None;
             loop {
-                let page = self
-                    .ports
-                    .subscriptions
-                    .matching(
-                        &event.tenant,
-                        &event.event_type,
-                        after.as_ref(),
-                        FAN_OUT_PAGE,
-                    )
-                    .await?;
-                let full = page.len() == FAN_OUT_PAGE;
-                after = page.last().map(|s| s.id.clone());
-                buffer.extend(
-                    page.iter()
-                        .filter(|s| s.created_at <= event.created_at + CLOCK_ALLOWANCE)
-                        .map(|s| NewDelivery::of(event, s)),
-                );
+                let (page, next) = self.fan_out_page(event, after.as_ref()).await?;
+                buffer.extend(page);
                 if buffer.len() >= FAN_OUT_PAGE {
                     total += self.enqueue_and_wake(std::mem::take(&mut buffer)).await?;
                 }
-                if !full {
-                    break;
+                match next {
+                    Some(cursor) => after = Some(cursor),
+                    None => break,
                 }
             }
         }
@@ -227,10 +213,7 @@ impl Engine {
     /// Fans out at most `max_pages` pages of subscriptions after `after`;
     /// returns how many deliveries were enqueued and, when subscriptions
     /// remain, the cursor to resume from (a very large fan-out continues
-    /// across invocations). A fan-out can run again (the AWS backend fans
-    /// out a duplicate publish again, in case the first never got queued):
-    /// subscriptions created more than [`CLOCK_ALLOWANCE`] after the event
-    /// was accepted do not get it.
+    /// across invocations).
     pub async fn fan_out_pages(
         &self,
         event: &Event,
@@ -239,34 +222,41 @@ impl Engine {
     ) -> StoreResult<(usize, Option<SubscriptionId>)> {
         let mut total = 0;
         for _ in 0..max_pages {
-            let page = self
-                .ports
-                .subscriptions
-                .matching(
-                    &event.tenant,
-                    &event.event_type,
-                    after.as_ref(),
-                    FAN_OUT_PAGE,
-                )
-                .await?;
-            let Some(last) = page.last() else {
-                after = None;
-                break;
-            };
-            after = Some(last.id.clone());
-            let full = page.len() == FAN_OUT_PAGE;
-            let batch = page
-                .iter()
-                .filter(|s| s.created_at <= event.created_at + CLOCK_ALLOWANCE)
-                .map(|s| NewDelivery::of(event, s))
-                .collect();
-            total += self.enqueue_and_wake(batch).await?;
-            if !full {
-                after = None;
+            let (page, next) = self.fan_out_page(event, after.as_ref()).await?;
+            total += self.enqueue_and_wake(page).await?;
+            after = next;
+            if after.is_none() {
                 break;
             }
         }
         Ok((total, after))
+    }
+
+    /// One page of `event`'s deliveries, from the matching active
+    /// subscriptions after `after`, and the cursor of the next page (none
+    /// after the last). A fan-out can run again (the AWS backend fans out a
+    /// duplicate publish again, in case the first never got queued):
+    /// subscriptions created more than [`CLOCK_ALLOWANCE`] after the event
+    /// was accepted do not get it.
+    async fn fan_out_page(
+        &self,
+        event: &Event,
+        after: Option<&SubscriptionId>,
+    ) -> StoreResult<(Vec<NewDelivery>, Option<SubscriptionId>)> {
+        let page = self
+            .ports
+            .subscriptions
+            .matching(&event.tenant, &event.event_type, after, FAN_OUT_PAGE)
+            .await?;
+        let next = (page.len() == FAN_OUT_PAGE)
+            .then(|| page.last().map(|s| s.id.clone()))
+            .flatten();
+        let deliveries = page
+            .iter()
+            .filter(|s| s.created_at <= event.created_at + CLOCK_ALLOWANCE)
+            .map(|s| NewDelivery::of(event, s))
+            .collect();
+        Ok((deliveries, next))
     }
 
     /// Enqueues a batch of deliveries, wakes their lanes, counts them.
