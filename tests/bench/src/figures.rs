@@ -3,6 +3,7 @@
 //! a backlog, fan-out to many subscriptions, and memory over a long run.
 //! Every loop is bounded in count and time.
 
+use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -44,6 +45,30 @@ async fn subscribe_many(
     Ok(())
 }
 
+/// Each figure's start: a loopback receiver, `serve` with `env` on a
+/// temporary database, and an API client for it.
+async fn setup(
+    bin: &str,
+    env: &[(&str, &str)],
+) -> anyhow::Result<(SocketAddr, Arc<Seen>, Serve, Api)> {
+    let (addr, seen) = receiver().await?;
+    let serve = Serve::start(bin, env).await?;
+    let api = Api::new(&serve);
+    Ok((addr, seen, serve, api))
+}
+
+/// Registers `n` subscriptions to the receiver's answering endpoints,
+/// subscription `i` to event type `t.{i}`.
+async fn subscribe_ok(api: &Api, addr: SocketAddr, n: usize) -> anyhow::Result<()> {
+    subscribe_many(
+        api,
+        n,
+        |i| format!("http://{addr}/ok/{i}"),
+        |i| format!("t.{i}"),
+    )
+    .await
+}
+
 fn arrival(seen: &Seen, id: &str) -> Option<Instant> {
     seen.arrivals.lock().ok().and_then(|a| a.get(id).copied())
 }
@@ -51,9 +76,7 @@ fn arrival(seen: &Seen, id: &str) -> Option<Instant> {
 /// Figure 1: a healthy subscription's publish-to-arrival latency (ms) while
 /// `hung` receivers accept and never answer.
 pub async fn isolation(bin: &str, hung: usize, samples: usize) -> anyhow::Result<Vec<f64>> {
-    let (addr, seen) = receiver().await?;
-    let serve = Serve::start(bin, &[("HOOKLANE_ATTEMPT_TIMEOUT", "300s")]).await?;
-    let api = Api::new(&serve);
+    let (addr, seen, _serve, api) = setup(bin, &[("HOOKLANE_ATTEMPT_TIMEOUT", "300s")]).await?;
     subscribe_many(
         &api,
         hung,
@@ -114,16 +137,8 @@ pub async fn throughput(
     publishers: usize,
     limit: u64,
 ) -> anyhow::Result<Throughput> {
-    let (addr, seen) = receiver().await?;
-    let serve = Serve::start(bin, &[]).await?;
-    let api = Api::new(&serve);
-    subscribe_many(
-        &api,
-        subs,
-        |i| format!("http://{addr}/ok/{i}"),
-        |i| format!("t.{i}"),
-    )
-    .await?;
+    let (addr, seen, serve, api) = setup(bin, &[]).await?;
+    subscribe_ok(&api, addr, subs).await?;
     let cpu0 = serve.cpu_seconds();
     let start = Instant::now();
     let published = publish_for(
@@ -196,16 +211,8 @@ async fn publish_for(
 /// Figure 3: publish-to-arrival latency (ms) at `rate` events per second
 /// over 100 subscriptions for `secs`.
 pub async fn latency(bin: &str, rate: f64, secs: u64) -> anyhow::Result<Vec<f64>> {
-    let (addr, seen) = receiver().await?;
-    let serve = Serve::start(bin, &[]).await?;
-    let api = Api::new(&serve);
-    subscribe_many(
-        &api,
-        100,
-        |i| format!("http://{addr}/ok/{i}"),
-        |i| format!("t.{i}"),
-    )
-    .await?;
+    let (addr, seen, _serve, api) = setup(bin, &[]).await?;
+    subscribe_ok(&api, addr, 100).await?;
     let total = (rate * secs as f64) as usize;
     let gap = Duration::from_secs_f64(1.0 / rate);
     let start = Instant::now();
@@ -237,9 +244,8 @@ pub async fn latency(bin: &str, rate: f64, secs: u64) -> anyhow::Result<Vec<f64>
 /// Figure 3b: deliveries per second while a backlog of `backlog` queued
 /// deliveries over 100 subscriptions empties once the receiver is back.
 pub async fn drain(bin: &str, backlog: u64) -> anyhow::Result<(f64, f64)> {
-    let (addr, seen) = receiver().await?;
     let schedule = vec!["1s"; 30].join(",");
-    let serve = Serve::start(
+    let (addr, seen, _serve, api) = setup(
         bin,
         &[
             ("HOOKLANE_RETRY_SCHEDULE", &format!("0s,{schedule}")),
@@ -247,14 +253,7 @@ pub async fn drain(bin: &str, backlog: u64) -> anyhow::Result<(f64, f64)> {
         ],
     )
     .await?;
-    let api = Api::new(&serve);
-    subscribe_many(
-        &api,
-        100,
-        |i| format!("http://{addr}/ok/{i}"),
-        |i| format!("t.{i}"),
-    )
-    .await?;
+    subscribe_ok(&api, addr, 100).await?;
     seen.down.store(true, Ordering::Relaxed);
     publish_for(&api, "d", 100, Duration::from_secs(600), 32, backlog).await?;
     let queued = wait_metric(&api, "hooklane_deliveries_enqueued_total", backlog).await;
@@ -297,9 +296,7 @@ async fn wait_metric(api: &Api, name: &str, want: u64) -> bool {
 /// Figure 4: one event to `subs` subscriptions: seconds until every
 /// delivery is enqueued, and until every one has arrived.
 pub async fn fan_out(bin: &str, subs: usize) -> anyhow::Result<(f64, f64)> {
-    let (addr, seen) = receiver().await?;
-    let serve = Serve::start(bin, &[]).await?;
-    let api = Api::new(&serve);
+    let (addr, seen, _serve, api) = setup(bin, &[]).await?;
     subscribe_many(
         &api,
         subs,
@@ -329,16 +326,8 @@ pub async fn fan_out(bin: &str, subs: usize) -> anyhow::Result<(f64, f64)> {
 /// Figure 7: peak RSS of `serve` sampled along `total` deliveries at full
 /// speed over 100 subscriptions: (deliveries so far, peak RSS MB) pairs.
 pub async fn memory(bin: &str, total: u64) -> anyhow::Result<Vec<(u64, f64)>> {
-    let (addr, seen) = receiver().await?;
-    let serve = Serve::start(bin, &[]).await?;
-    let api = Api::new(&serve);
-    subscribe_many(
-        &api,
-        100,
-        |i| format!("http://{addr}/ok/{i}"),
-        |i| format!("t.{i}"),
-    )
-    .await?;
+    let (addr, seen, serve, api) = setup(bin, &[]).await?;
+    subscribe_ok(&api, addr, 100).await?;
     let step = (total / 10).max(1);
     let mut marks = Vec::new();
     let mut done = 0;
