@@ -25,10 +25,19 @@ port=$(.venv/bin/python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1
 .venv/bin/moto_server -H 127.0.0.1 -p "$port" > target/moto.log 2>&1 &
 moto_pid=$!
 trap 'kill "$moto_pid" 2>/dev/null || true' EXIT
+moto_up() {
+  .venv/bin/python -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=1)' \
+    "http://127.0.0.1:$port/moto-api/" > /dev/null 2>&1
+}
 for _ in $(seq 1 100); do
-  if curl -fsS "http://127.0.0.1:$port/moto-api/" > /dev/null 2>&1; then break; fi
+  if moto_up; then break; fi
   sleep 0.2
 done
+if ! moto_up; then
+  echo "moto did not start on 127.0.0.1:$port; its log:" >&2
+  cat target/moto.log >&2
+  exit 1
+fi
 export HOOKLANE_TEST_AWS_ENDPOINT="http://127.0.0.1:$port"
 
 echo "== cargo fmt --check"
