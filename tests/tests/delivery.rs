@@ -366,6 +366,51 @@ async fn a_parked_delivery_counts_in_the_subscriptions_health_and_a_success_rese
     assert_eq!(health["last_outcome"], "delivered");
 }
 
+/// G12 on both backends. The AWS backend fans a duplicate publish out
+/// again (in case the first accept never reached the queue): that must
+/// deliver nothing new, neither to the subscription that already has the
+/// event nor to one created after it.
+async fn a_duplicate_publish_delivers_nothing_new_even_to_a_later_subscription(backend: Backend) {
+    let (server, rx) = setup(backend, &[]).await;
+    server.subscribe("acme", &rx.url("early"), &["a.*"]).await;
+    let events = "/v1/tenants/acme/events";
+    let body = json!({"type": "a.b", "data": {}, "id": "order-7"});
+    let (status, first) = server.call("POST", events, Some(body.clone())).await;
+    assert_eq!(status, 202, "{first}");
+    assert!(eventually(WAIT, || rx.count("early") == 1).await);
+
+    // Past the one-second clock allowance for subscriptions created after
+    // an event.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    server.subscribe("acme", &rx.url("late"), &["a.*"]).await;
+    let (status, second) = server.call("POST", events, Some(body)).await;
+    assert_eq!(status, 200, "{second}");
+    assert_eq!(second["created_at"], first["created_at"]);
+
+    // A later event reaches both: once it has, the duplicate's fan-out
+    // (queued before it, in the tenant's order) is done too.
+    server.publish("acme", "a.c", json!({})).await;
+    let ids = |name: &str| -> Vec<String> {
+        rx.requests(name)
+            .iter()
+            .map(|r| r.header("webhook-id"))
+            .collect()
+    };
+    assert!(
+        eventually(WAIT, || rx.count("late") >= 1 && rx.count("early") >= 2).await,
+        "early {:?}, late {:?}",
+        ids("early"),
+        ids("late")
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(ids("early").iter().filter(|id| *id == "order-7").count(), 1);
+    assert!(
+        !ids("late").contains(&"order-7".to_owned()),
+        "{:?}",
+        ids("late")
+    );
+}
+
 on_both_backends!(
     a_delivery_verifies_with_an_independent_standard_webhooks_implementation,
     retries_follow_the_ladder_with_the_same_id_and_body_then_park,
@@ -377,4 +422,5 @@ on_both_backends!(
     event_status_shows_each_matching_subscriptions_delivery,
     a_receiver_that_never_answers_times_out_and_is_retried,
     a_parked_delivery_counts_in_the_subscriptions_health_and_a_success_resets_it,
+    a_duplicate_publish_delivers_nothing_new_even_to_a_later_subscription,
 );
