@@ -147,7 +147,7 @@ impl Lanes {
                     (permit, None)
                 }
             };
-            let step = self.engine.deliver_event(&d, event).await;
+            let step = self.engine.deliver(&d, event).await;
             drop(permit);
             match step {
                 Ok(Step::Skipped) => {

@@ -29,14 +29,10 @@ enum Prepared {
 impl Engine {
     /// Runs one attempt of a due delivery: reads the subscription right
     /// before it (tombstone rule), records the start, signs, sends,
-    /// classifies and records the outcome.
-    pub async fn deliver(&self, d: &Delivery) -> StoreResult<Step> {
-        self.deliver_event(d, None).await
-    }
-
-    /// [`Engine::deliver`] with the event already at hand (carried in the
-    /// queue message), so only the subscription is read.
-    pub async fn deliver_event(&self, d: &Delivery, event: Option<Event>) -> StoreResult<Step> {
+    /// classifies and records the outcome. `event` is the event when already at hand (read with the lane head,
+    /// or carried in the queue message): then only the subscription is
+    /// read.
+    pub async fn deliver(&self, d: &Delivery, event: Option<Event>) -> StoreResult<Step> {
         let (sub, event) = match self.prepare(d, event).await? {
             Prepared::Ready(ready) => *ready,
             Prepared::Gone => return self.drop_delivery(d).await,

@@ -317,7 +317,8 @@ impl Lane {
 
 impl SqliteStore {
     /// The head of a lane: its oldest pending delivery.
-    pub async fn lane_head(
+    #[cfg(test)]
+    pub(crate) async fn lane_head(
         &self,
         sub: &SubscriptionId,
         lane: Lane,

@@ -145,7 +145,7 @@ async fn attempt(ctx: &Deliver, m: &SqsMessage, p: Parsed, read_record: bool) ->
         first_attempt_at: record.first_attempt_at,
         next_attempt_at: now,
     };
-    match ctx.engine.deliver_event(&d, p.carried).await {
+    match ctx.engine.deliver(&d, p.carried).await {
         Ok(Step::Retrying(at) | Step::Deferred(at)) => (
             back_off(ctx, m, at - OffsetDateTime::now_utc()).await,
             false,
