@@ -78,6 +78,18 @@ async fn receive(store: &AwsStore, url: &str) -> Vec<aws_sdk_sqs::types::Message
         .unwrap_or_default()
 }
 
+/// Receives until a batch comes, for at most ten seconds (empty then).
+async fn receive_within_10s(store: &AwsStore, url: &str) -> Vec<aws_sdk_sqs::types::Message> {
+    for _ in 0..20 {
+        let msgs = receive(store, url).await;
+        if !msgs.is_empty() {
+            return msgs;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    Vec::new()
+}
+
 async fn delete(store: &AwsStore, url: &str, m: &aws_sdk_sqs::types::Message) {
     store
         .sqs()
@@ -230,14 +242,7 @@ async fn a_finished_groups_messages_are_deleted_while_another_group_of_its_batch
     // The good group's next message is handed out while the batch is still
     // running: FIFO would hold it back behind an undeleted earlier one.
     publish_to(&ctx, &subs[1..]).await;
-    let mut next = Vec::new();
-    for _ in 0..20 {
-        next = receive(&ctx.store, &url).await;
-        if !next.is_empty() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    let next = receive_within_10s(&ctx.store, &url).await;
     assert_eq!(
         ids_of_group(&next, &subs[1].0).len(),
         1,
@@ -266,14 +271,7 @@ async fn a_redelivery_that_claims_to_be_a_first_receive_still_gets_its_exact_att
     // The same message again, after its backoff, but reporting a receive
     // count of 1 (the count is only approximate).
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    let mut again = Vec::new();
-    for _ in 0..20 {
-        again = receive(&ctx.store, &url).await;
-        if !again.is_empty() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    let again = receive_within_10s(&ctx.store, &url).await;
     assert_eq!(again.len(), 1, "the message came back");
     let mut event = hooklane_aws::local::to_event(&again);
     event.records[0]
