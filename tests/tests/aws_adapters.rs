@@ -511,6 +511,62 @@ async fn spilled(store: &AwsStore, sub: &SubscriptionId) -> usize {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refill_cut_short_by_a_crash_after_the_outcome_write_resumes_when_the_message_returns() {
+    let rx = Receiver::start().await;
+    rx.script("lane", vec![Reply::Status(500)]);
+    let (ctx, subs) = handler_with("0s,1s", &["lane"], &rx).await;
+    let (sub, tenant) = subs[0].clone();
+    let first_event = publish_to(&ctx, &subs).await;
+    let url = ctx.store.settings().delivery_queue_url.clone();
+    let first = receive(&ctx.store, &url).await;
+    assert_eq!(run_batch(&ctx, &first).await.batch_item_failures.len(), 1);
+    for _ in 0..3 {
+        let event = an_event(&tenant);
+        ctx.store.accept(event.clone()).await.unwrap();
+        ctx.engine.fan_out(&event).await.unwrap();
+    }
+    assert_eq!(spilled(&ctx.store, &sub).await, 3);
+
+    // The process that delivered the first event wrote the outcome and
+    // stopped before refilling (and before its message was deleted).
+    let d = Delivery {
+        seq: 0,
+        tenant: tenant.clone(),
+        subscription_id: sub.clone(),
+        event_id: first_event,
+        event_type: EventType::parse("a.b").unwrap(),
+        attempts: 1,
+        first_attempt_at: Some(time::OffsetDateTime::now_utc()),
+        next_attempt_at: time::OffsetDateTime::now_utc(),
+    };
+    DeliveryQueue::finish(
+        &ctx.store,
+        &d,
+        None,
+        &hooklane_core::ports::Finish::Delivered,
+        None,
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(spilled(&ctx.store, &sub).await, 3, "nothing refilled yet");
+
+    // Its message comes back: the handler finds the delivery finished and
+    // moves the spilled deliveries back to the queue.
+    tokio::time::sleep(Duration::from_millis(1600)).await;
+    let again = receive_within_10s(&ctx.store, &url).await;
+    assert_eq!(again.len(), 1);
+    assert!(failed_ids(&run_batch(&ctx, &again).await).is_empty());
+    assert_eq!(spilled(&ctx.store, &sub).await, 0, "refilled");
+    assert_eq!(receive_within_10s(&ctx.store, &url).await.len(), 3);
+    assert_eq!(
+        rx.count("lane"),
+        1,
+        "the finished delivery was not sent again"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn while_a_lane_fails_new_deliveries_wait_in_the_spill_store_not_the_queue() {
     let rx = Receiver::start().await;
     rx.script("lane", vec![Reply::Status(500)]);

@@ -122,10 +122,18 @@ async fn attempt(ctx: &Deliver, m: &SqsMessage, p: Parsed, read_record: bool) ->
         }
         record = Default::default();
     }
-    if matches!(
-        record.state.as_str(),
-        "delivered" | "parked" | "dropped" | "held"
-    ) {
+    if matches!(record.state.as_str(), "delivered" | "parked") {
+        // A finished delivery seen again: the process that finished it may
+        // have stopped between the outcome write and moving the lane's
+        // spilled deliveries back to the queue. Move them now, or they
+        // would wait for a lane with nothing left in the queue.
+        if let Err(e) = ctx.store.resume_refill(&p.tenant, &p.sub).await {
+            error!(error = %e, "refilling after a finished delivery failed");
+            return (Outcome::Retry, false);
+        }
+        return (Outcome::Done, false);
+    }
+    if matches!(record.state.as_str(), "dropped" | "held") {
         return (Outcome::Done, false);
     }
     let now = OffsetDateTime::now_utc();

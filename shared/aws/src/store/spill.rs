@@ -125,6 +125,19 @@ impl AwsStore {
         Ok(())
     }
 
+    /// Refills the subscription's lane if it is still spilling (a refill
+    /// interrupted by a crash after its delivery's outcome was written).
+    pub(crate) async fn resume_refill(
+        &self,
+        tenant: &hooklane_core::domain::TenantId,
+        sub: &SubscriptionId,
+    ) -> StoreResult<()> {
+        match hooklane_core::ports::SubscriptionStore::get(self, tenant, sub).await? {
+            Some(s) if s.spilling => self.refill(&s).await,
+            _ => Ok(()),
+        }
+    }
+
     /// Moves spilled deliveries back to the queue in order, then clears the
     /// lane's flag once none are left.
     pub(crate) async fn refill(&self, sub: &Subscription) -> StoreResult<()> {
