@@ -299,7 +299,13 @@ impl DeliveryQueue for AwsStore {
         let msgs: Vec<DeliveryMessage> = queue.into_iter().map(message_of).collect();
         self.send_deliveries(&msgs, "").await?;
         for d in spill {
-            self.spill(&message_of(d)).await?;
+            let msg = message_of(d);
+            if !self.spill(&msg).await? {
+                // The lane stopped spilling after fan-out read its flag:
+                // nothing is left in the spill store, so the queue keeps
+                // the lane's order.
+                self.send_deliveries(std::slice::from_ref(&msg), "").await?;
+            }
         }
         Ok(())
     }

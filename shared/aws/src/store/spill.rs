@@ -27,8 +27,20 @@ fn spill_pk(sub: &str) -> String {
 }
 
 impl AwsStore {
-    /// Keeps one delivery in the spill store and counts it.
-    pub(crate) async fn spill(&self, msg: &DeliveryMessage) -> StoreResult<()> {
+    /// Keeps one delivery in the spill store and counts it, if the lane is
+    /// still spilling; `false` (nothing kept) when it no longer is. The
+    /// count goes up first, on condition that the flag is still set: a
+    /// refill clears the flag only at a count of zero, so it cannot clear
+    /// it between this count and the item it counts, and a fan-out that
+    /// read the flag before a refill cleared it sends to the queue instead
+    /// of leaving an item nobody refills.
+    pub(crate) async fn spill(&self, msg: &DeliveryMessage) -> StoreResult<bool> {
+        if !self
+            .add_spilled_while_spilling(&msg.tenant, &msg.subscription_id)
+            .await?
+        {
+            return Ok(false);
+        }
         // Spilled without the event: the archive holds it, and a refilled
         // delivery reads it from there.
         let body = serde_json::to_string(&DeliveryMessage {
@@ -45,7 +57,30 @@ impl AwsStore {
             .send()
             .await
             .map_err(backend)?;
-        self.add_spilled(&msg.tenant, &msg.subscription_id, 1).await
+        Ok(true)
+    }
+
+    /// Counts one more spilled delivery if the lane is spilling.
+    async fn add_spilled_while_spilling(&self, tenant: &str, sub: &str) -> StoreResult<bool> {
+        let tenant =
+            hooklane_core::domain::TenantId::parse(tenant).map_err(|_| super::corrupt("tenant"))?;
+        let sub = SubscriptionId::parse(sub).map_err(|_| super::corrupt("subscription id"))?;
+        took_effect(
+            self.ddb
+                .update_item()
+                .table_name(&self.settings.table)
+                .key("pk", s(tenant_pk(&tenant)))
+                .key("sk", s(sub_sk(&sub)))
+                .update_expression("ADD spilled :d")
+                .condition_expression("attribute_exists(pk) AND spilling = :t")
+                .expression_attribute_values(":d", n(1))
+                .expression_attribute_values(
+                    ":t",
+                    aws_sdk_dynamodb::types::AttributeValue::Bool(true),
+                )
+                .send()
+                .await,
+        )
     }
 
     async fn add_spilled(&self, tenant: &str, sub: &str, delta: i64) -> StoreResult<()> {
