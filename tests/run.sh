@@ -40,6 +40,9 @@ if ! moto_up; then
 fi
 export HOOKLANE_TEST_AWS_ENDPOINT="http://127.0.0.1:$port"
 
+# One-shot builds: incremental caches would only take disk.
+export CARGO_INCREMENTAL=0
+
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 
