@@ -510,6 +510,82 @@ async fn spilled(store: &AwsStore, sub: &SubscriptionId) -> usize {
         .count as usize
 }
 
+/// The subscription's count of spilled deliveries, as stored.
+async fn spill_count(store: &AwsStore, tenant: &TenantId, sub: &SubscriptionId) -> i64 {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    let ddb = aws_sdk_dynamodb::Client::new(&hooklane_tests::aws::sdk().await);
+    let item = ddb
+        .get_item()
+        .table_name(&store.settings().table)
+        .key("pk", AttributeValue::S(format!("T#{}", tenant.as_str())))
+        .key("sk", AttributeValue::S(format!("S#{}", sub.as_str())))
+        .consistent_read(true)
+        .send()
+        .await
+        .expect("get item")
+        .item
+        .expect("the subscription's item");
+    match item.get("spilled") {
+        Some(AttributeValue::N(n)) => n.parse().expect("a number"),
+        _ => 0,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_spills_are_each_counted_with_their_item_and_the_refill_clears_the_flag() {
+    let rx = Receiver::start().await;
+    rx.script("lane", vec![Reply::Status(500)]);
+    let (ctx, subs) = handler_with("0s,1s", &["lane"], &rx).await;
+    let (sub, tenant) = subs[0].clone();
+    publish_to(&ctx, &subs).await;
+    let url = ctx.store.settings().delivery_queue_url.clone();
+    let first = receive(&ctx.store, &url).await;
+    assert_eq!(run_batch(&ctx, &first).await.batch_item_failures.len(), 1);
+
+    let events: Vec<Event> = (0..12).map(|_| an_event(&tenant)).collect();
+    for event in &events {
+        ctx.store.accept(event.clone()).await.unwrap();
+    }
+    let fan_outs = events.iter().map(|e| ctx.engine.fan_out(e));
+    for res in futures::future::join_all(fan_outs).await {
+        res.unwrap();
+    }
+    assert_eq!(spilled(&ctx.store, &sub).await, 12, "every delivery kept");
+    assert_eq!(
+        spill_count(&ctx.store, &tenant, &sub).await,
+        12,
+        "each counted once"
+    );
+
+    tokio::time::sleep(Duration::from_millis(1600)).await;
+    let again = receive_within_10s(&ctx.store, &url).await;
+    assert_eq!(again.len(), 1);
+    assert!(failed_ids(&run_batch(&ctx, &again).await).is_empty());
+    assert_eq!(spilled(&ctx.store, &sub).await, 0, "refilled");
+    assert_eq!(spill_count(&ctx.store, &tenant, &sub).await, 0, "uncounted");
+    assert!(
+        !SubscriptionStore::get(&ctx.store, &tenant, &sub)
+            .await
+            .unwrap()
+            .unwrap()
+            .spilling,
+        "the flag is clear"
+    );
+    let mut queued = 0;
+    for _ in 0..5 {
+        let batch = receive_within_10s(&ctx.store, &url).await;
+        if batch.is_empty() {
+            break;
+        }
+        queued += batch.len();
+        run_batch(&ctx, &batch).await;
+        if queued >= 12 {
+            break;
+        }
+    }
+    assert_eq!(queued, 12, "every spilled delivery is back in the queue");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refill_cut_short_by_a_crash_after_the_outcome_write_resumes_when_the_message_returns() {
     let rx = Receiver::start().await;

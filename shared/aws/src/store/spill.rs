@@ -7,8 +7,16 @@
 //! then clears the flag only when nothing is left (`spilled = 0`), so no
 //! delivery overtakes an older one. Items spilled by a fan-out that read
 //! the flag late are still refilled: the counter covers them.
+//!
+//! The counter and the items it counts change together, in one
+//! `TransactWriteItems` each time (count and keep; delete and uncount), so
+//! a crash between the two cannot leave a count with no item, which would
+//! keep the flag set for good.
 
-use hooklane_core::domain::{Subscription, SubscriptionId};
+use std::time::Duration;
+
+use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update};
+use hooklane_core::domain::{Subscription, SubscriptionId, TenantId};
 use hooklane_core::ports::StoreResult;
 use time::OffsetDateTime;
 
@@ -17,13 +25,25 @@ use super::{backend, get_s, is_condition_failed, padded, time_seq, took_effect, 
 use crate::messages::DeliveryMessage;
 use crate::{n, s};
 
-/// How many spilled deliveries one refill round moves.
-const REFILL_PAGE: i32 = 100;
+/// How many spilled deliveries one refill round moves: with the counter's
+/// update, one transaction of at most 100 actions.
+const REFILL_PAGE: i32 = 99;
 /// Refill rounds before leaving the rest to the next success.
 const REFILL_ROUNDS: usize = 50;
+/// Tries of a transaction that a concurrent one on the same subscription
+/// cancelled (two fan-outs spilling at once), before the caller's message
+/// is left to come back.
+const CONFLICT_TRIES: u32 = 8;
 
 fn spill_pk(sub: &str) -> String {
     format!("L#{sub}")
+}
+
+/// How a spill transaction ended.
+enum Txn {
+    Done,
+    /// The condition on the subscription's counter did not hold.
+    ConditionFailed,
 }
 
 impl AwsStore {
@@ -35,12 +55,9 @@ impl AwsStore {
     /// read the flag before a refill cleared it sends to the queue instead
     /// of leaving an item nobody refills.
     pub(crate) async fn spill(&self, msg: &DeliveryMessage) -> StoreResult<bool> {
-        if !self
-            .add_spilled_while_spilling(&msg.tenant, &msg.subscription_id)
-            .await?
-        {
-            return Ok(false);
-        }
+        let tenant = TenantId::parse(&msg.tenant).map_err(|_| super::corrupt("tenant"))?;
+        let sub = SubscriptionId::parse(&msg.subscription_id)
+            .map_err(|_| super::corrupt("subscription id"))?;
         // Spilled without the event: the archive holds it, and a refilled
         // delivery reads it from there.
         let body = serde_json::to_string(&DeliveryMessage {
@@ -48,58 +65,96 @@ impl AwsStore {
             ..msg.clone()
         })
         .map_err(backend)?;
-        self.ddb
-            .put_item()
+        let count = Update::builder()
             .table_name(&self.settings.table)
-            .item("pk", s(spill_pk(&msg.subscription_id)))
+            .key("pk", s(tenant_pk(&tenant)))
+            .key("sk", s(sub_sk(&sub)))
+            .update_expression("ADD spilled :d")
+            .condition_expression("attribute_exists(pk) AND spilling = :t")
+            .expression_attribute_values(":d", n(1))
+            .expression_attribute_values(":t", AttributeValue::Bool(true))
+            .build()
+            .map_err(backend)?;
+        let keep = Put::builder()
+            .table_name(&self.settings.table)
+            .item("pk", s(spill_pk(sub.as_str())))
             .item("sk", s(padded(time_seq(OffsetDateTime::now_utc()))))
             .item("message", s(body))
-            .send()
-            .await
+            .build()
             .map_err(backend)?;
-        Ok(true)
+        let actions = vec![
+            TransactWriteItem::builder().update(count).build(),
+            TransactWriteItem::builder().put(keep).build(),
+        ];
+        Ok(matches!(self.transact(actions).await?, Txn::Done))
     }
 
-    /// Counts one more spilled delivery if the lane is spilling.
-    async fn add_spilled_while_spilling(&self, tenant: &str, sub: &str) -> StoreResult<bool> {
-        let tenant =
-            hooklane_core::domain::TenantId::parse(tenant).map_err(|_| super::corrupt("tenant"))?;
-        let sub = SubscriptionId::parse(sub).map_err(|_| super::corrupt("subscription id"))?;
-        took_effect(
-            self.ddb
-                .update_item()
-                .table_name(&self.settings.table)
-                .key("pk", s(tenant_pk(&tenant)))
-                .key("sk", s(sub_sk(&sub)))
-                .update_expression("ADD spilled :d")
-                .condition_expression("attribute_exists(pk) AND spilling = :t")
-                .expression_attribute_values(":d", n(1))
-                .expression_attribute_values(
-                    ":t",
-                    aws_sdk_dynamodb::types::AttributeValue::Bool(true),
-                )
+    /// Runs one transaction whose first action is the conditional update of
+    /// the subscription's counter; tries again when a concurrent
+    /// transaction on the same items cancelled it.
+    async fn transact(&self, actions: Vec<TransactWriteItem>) -> StoreResult<Txn> {
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let res = self
+                .ddb
+                .transact_write_items()
+                .set_transact_items(Some(actions.clone()))
                 .send()
-                .await,
-        )
+                .await;
+            let Err(e) = res else {
+                return Ok(Txn::Done);
+            };
+            let reasons: Vec<String> = match e.as_service_error() {
+                Some(aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError::TransactionCanceledException(c)) => c
+                    .cancellation_reasons()
+                    .iter()
+                    .map(|r| r.code().unwrap_or("None").to_owned())
+                    .collect(),
+                _ => return Err(backend(e)),
+            };
+            if reasons
+                .first()
+                .is_some_and(|c| c == "ConditionalCheckFailed")
+            {
+                return Ok(Txn::ConditionFailed);
+            }
+            let conflict = reasons.iter().any(|c| c == "TransactionConflict");
+            if !conflict || tries >= CONFLICT_TRIES {
+                return Err(backend(e));
+            }
+            let jitter = u64::from(OffsetDateTime::now_utc().nanosecond() % 20);
+            tokio::time::sleep(Duration::from_millis(10 * u64::from(tries) + jitter)).await;
+        }
     }
 
-    async fn add_spilled(&self, tenant: &str, sub: &str, delta: i64) -> StoreResult<()> {
-        let tenant =
-            hooklane_core::domain::TenantId::parse(tenant).map_err(|_| super::corrupt("tenant"))?;
-        let sub = SubscriptionId::parse(sub).map_err(|_| super::corrupt("subscription id"))?;
-        took_effect(
-            self.ddb
-                .update_item()
+    /// Deletes refilled items and uncounts them in one transaction. When
+    /// the subscription's item is gone (nothing to count on), the items
+    /// are deleted alone.
+    async fn delete_refilled(&self, sub: &Subscription, items: &[Item]) -> StoreResult<()> {
+        let uncount = Update::builder()
+            .table_name(&self.settings.table)
+            .key("pk", s(tenant_pk(&sub.tenant)))
+            .key("sk", s(sub_sk(&sub.id)))
+            .update_expression("ADD spilled :d")
+            .condition_expression("attribute_exists(pk)")
+            .expression_attribute_values(":d", n(-(items.len() as i64)))
+            .build()
+            .map_err(backend)?;
+        let mut actions = vec![TransactWriteItem::builder().update(uncount).build()];
+        for sk in items.iter().filter_map(|i| get_s(i, "sk")) {
+            let delete = Delete::builder()
                 .table_name(&self.settings.table)
-                .key("pk", s(tenant_pk(&tenant)))
-                .key("sk", s(sub_sk(&sub)))
-                .update_expression("ADD spilled :d")
-                .condition_expression("attribute_exists(pk)")
-                .expression_attribute_values(":d", n(delta))
-                .send()
-                .await,
-        )
-        .map(|_| ())
+                .key("pk", s(spill_pk(sub.id.as_str())))
+                .key("sk", s(sk))
+                .build()
+                .map_err(backend)?;
+            actions.push(TransactWriteItem::builder().delete(delete).build());
+        }
+        match self.transact(actions).await? {
+            Txn::Done => Ok(()),
+            Txn::ConditionFailed => self.delete_spilled(&sub.id, items).await,
+        }
     }
 
     /// Marks a subscription's lane as failing: new deliveries spill.
@@ -114,14 +169,8 @@ impl AwsStore {
                 .condition_expression(
                     "attribute_exists(pk) AND (attribute_not_exists(spilling) OR spilling = :f)",
                 )
-                .expression_attribute_values(
-                    ":t",
-                    aws_sdk_dynamodb::types::AttributeValue::Bool(true),
-                )
-                .expression_attribute_values(
-                    ":f",
-                    aws_sdk_dynamodb::types::AttributeValue::Bool(false),
-                )
+                .expression_attribute_values(":t", AttributeValue::Bool(true))
+                .expression_attribute_values(":f", AttributeValue::Bool(false))
                 .send()
                 .await,
         )
@@ -164,7 +213,7 @@ impl AwsStore {
     /// interrupted by a crash after its delivery's outcome was written).
     pub(crate) async fn resume_refill(
         &self,
-        tenant: &hooklane_core::domain::TenantId,
+        tenant: &TenantId,
         sub: &SubscriptionId,
     ) -> StoreResult<()> {
         match hooklane_core::ports::SubscriptionStore::get(self, tenant, sub).await? {
@@ -185,9 +234,7 @@ impl AwsStore {
                     .filter_map(|m| serde_json::from_str(m).ok())
                     .collect();
                 self.send_deliveries(&msgs, "").await?;
-                self.delete_spilled(&sub.id, &items).await?;
-                self.add_spilled(sub.tenant.as_str(), sub.id.as_str(), -(items.len() as i64))
-                    .await?;
+                self.delete_refilled(sub, &items).await?;
                 continue;
             }
             let cleared = self
@@ -200,10 +247,7 @@ impl AwsStore {
                 .condition_expression(
                     "attribute_exists(pk) AND (attribute_not_exists(spilled) OR spilled <= :zero)",
                 )
-                .expression_attribute_values(
-                    ":f",
-                    aws_sdk_dynamodb::types::AttributeValue::Bool(false),
-                )
+                .expression_attribute_values(":f", AttributeValue::Bool(false))
                 .expression_attribute_values(":zero", n(0))
                 .send()
                 .await;
