@@ -14,6 +14,7 @@
 
 mod attempts;
 mod backfill;
+mod conflicts;
 mod deliveries;
 mod events;
 mod resources;
@@ -55,7 +56,8 @@ impl AwsStore {
     }
 
     fn build(sdk: &aws_config::SdkConfig, settings: Settings, count: bool) -> Self {
-        let mut ddb = aws_sdk_dynamodb::config::Builder::from(sdk);
+        let mut ddb = aws_sdk_dynamodb::config::Builder::from(sdk)
+            .retry_classifier(conflicts::RetryTransactionConflicts);
         let mut sqs = aws_sdk_sqs::config::Builder::from(sdk);
         if count {
             ddb = ddb.interceptor(crate::calls::CountCalls);
@@ -75,8 +77,10 @@ impl AwsStore {
         sqs: aws_sdk_sqs::Client,
         settings: Settings,
     ) -> Self {
+        let ddb = aws_sdk_dynamodb::config::Builder::from(&sdk)
+            .retry_classifier(conflicts::RetryTransactionConflicts);
         Self {
-            ddb: aws_sdk_dynamodb::Client::new(&sdk),
+            ddb: aws_sdk_dynamodb::Client::from_conf(ddb.build()),
             sqs,
             settings,
         }
