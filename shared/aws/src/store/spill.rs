@@ -11,7 +11,9 @@
 //! The counter and the items it counts change together, in one
 //! `TransactWriteItems` each time (count and keep; delete and uncount), so
 //! a crash between the two cannot leave a count with no item, which would
-//! keep the flag set for good.
+//! keep the flag set for good. IAM authorizes a transaction by its parts
+//! (`UpdateItem`, `PutItem`, `DeleteItem`), which the fan-out and delivery
+//! roles already have.
 
 use std::time::Duration;
 
