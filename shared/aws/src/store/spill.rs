@@ -44,8 +44,8 @@ fn spill_pk(sub: &str) -> String {
 /// How a spill transaction ended.
 enum Txn {
     Done,
-    /// The condition on the subscription's counter did not hold.
-    ConditionFailed,
+    /// The condition of the action at this index did not hold.
+    ConditionFailed(usize),
 }
 
 impl AwsStore {
@@ -77,23 +77,38 @@ impl AwsStore {
             .expression_attribute_values(":t", AttributeValue::Bool(true))
             .build()
             .map_err(backend)?;
+        // Ordered by time; the delivery's identity makes the key unique,
+        // so two spills in one millisecond cannot overwrite each other.
+        let sk = format!(
+            "{}#{}#{}",
+            padded(time_seq(OffsetDateTime::now_utc())),
+            msg.event_id,
+            msg.lane.as_deref().unwrap_or("live")
+        );
         let keep = Put::builder()
             .table_name(&self.settings.table)
             .item("pk", s(spill_pk(sub.as_str())))
-            .item("sk", s(padded(time_seq(OffsetDateTime::now_utc()))))
+            .item("sk", s(sk))
             .item("message", s(body))
+            .condition_expression("attribute_not_exists(sk)")
             .build()
             .map_err(backend)?;
         let actions = vec![
             TransactWriteItem::builder().update(count).build(),
             TransactWriteItem::builder().put(keep).build(),
         ];
-        Ok(matches!(self.transact(actions).await?, Txn::Done))
+        match self.transact(actions).await? {
+            Txn::Done => Ok(true),
+            // The lane no longer spills: the caller sends to the queue.
+            Txn::ConditionFailed(0) => Ok(false),
+            // The same delivery, kept and counted at this very instant by a
+            // concurrent copy of this fan-out: nothing more to keep.
+            Txn::ConditionFailed(_) => Ok(true),
+        }
     }
 
-    /// Runs one transaction whose first action is the conditional update of
-    /// the subscription's counter; tries again when a concurrent
-    /// transaction on the same items cancelled it.
+    /// Runs one transaction; tries again when a concurrent transaction on
+    /// the same items cancelled it.
     async fn transact(&self, actions: Vec<TransactWriteItem>) -> StoreResult<Txn> {
         let mut tries = 0;
         loop {
@@ -115,11 +130,8 @@ impl AwsStore {
                     .collect(),
                 _ => return Err(backend(e)),
             };
-            if reasons
-                .first()
-                .is_some_and(|c| c == "ConditionalCheckFailed")
-            {
-                return Ok(Txn::ConditionFailed);
+            if let Some(i) = reasons.iter().position(|c| c == "ConditionalCheckFailed") {
+                return Ok(Txn::ConditionFailed(i));
             }
             let conflict = reasons.iter().any(|c| c == "TransactionConflict");
             if !conflict || tries >= CONFLICT_TRIES {
@@ -155,7 +167,7 @@ impl AwsStore {
         }
         match self.transact(actions).await? {
             Txn::Done => Ok(()),
-            Txn::ConditionFailed => self.delete_spilled(&sub.id, items).await,
+            Txn::ConditionFailed(_) => self.delete_spilled(&sub.id, items).await,
         }
     }
 
