@@ -61,12 +61,16 @@ impl CarriedEvent {
 
 /// Serializes a message; when carrying its event makes it longer than
 /// `limit`, serializes it again without (`strip` removes the event).
-pub fn body_within<T: Serialize>(msg: &T, limit: usize, strip: impl Fn(&T) -> T) -> String {
-    let body = serde_json::to_string(msg).unwrap_or_default();
+pub fn body_within<T: Serialize>(
+    msg: &T,
+    limit: usize,
+    strip: impl Fn(&T) -> T,
+) -> serde_json::Result<String> {
+    let body = serde_json::to_string(msg)?;
     if body.len() <= limit {
-        return body;
+        return Ok(body);
     }
-    serde_json::to_string(&strip(msg)).unwrap_or_default()
+    serde_json::to_string(&strip(msg))
 }
 
 /// Ingest queue: one event to fan out (group = tenant), or one backfill
@@ -134,7 +138,7 @@ impl DeliveryMessage {
     }
 
     /// Its body, carrying the event only within [`CARRY_LIMIT`].
-    pub fn body(&self) -> String {
+    pub fn body(&self) -> serde_json::Result<String> {
         body_within(self, CARRY_LIMIT, |m| Self {
             event: None,
             ..m.clone()
@@ -187,7 +191,7 @@ mod tests {
         let carry = |e: &Event| {
             let mut m = DeliveryMessage::new("acme", "sub_1", e.id.as_str(), "a.b");
             m.event = CarriedEvent::of(e);
-            serde_json::from_str::<DeliveryMessage>(&m.body()).unwrap()
+            serde_json::from_str::<DeliveryMessage>(&m.body().unwrap()).unwrap()
         };
         let small = event(1024);
         let back = carry(&small)

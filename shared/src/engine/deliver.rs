@@ -29,9 +29,9 @@ enum Prepared {
 impl Engine {
     /// Runs one attempt of a due delivery: reads the subscription right
     /// before it (tombstone rule), records the start, signs, sends,
-    /// classifies and records the outcome. `event` is the event when already at hand (read with the lane head,
-    /// or carried in the queue message): then only the subscription is
-    /// read.
+    /// classifies and records the outcome. `event` is the event when
+    /// already at hand (read with the lane head, or carried in the queue
+    /// message): then only the subscription is read.
     pub async fn deliver(&self, d: &Delivery, event: Option<Event>) -> StoreResult<Step> {
         let (sub, event) = match self.prepare(d, event).await? {
             Prepared::Ready(ready) => *ready,

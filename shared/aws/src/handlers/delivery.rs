@@ -51,7 +51,6 @@ pub async fn handle(ctx: &Deliver, event: SqsEvent) -> SqsBatchResponse {
     batch.response
 }
 
-#[derive(Clone)]
 struct Parsed {
     tenant: TenantId,
     sub: SubscriptionId,
@@ -84,16 +83,12 @@ async fn process(ctx: &Deliver, m: SqsMessage) -> Outcome {
     // a finished one (the pair was fanned out again), and the conditional
     // write that starts the attempt refuses the latter. Only a redelivery,
     // or a message back from the dead-letter queue, needs the record read.
-    let first_receive = m
-        .attributes
-        .get("ApproximateReceiveCount")
-        .is_some_and(|c| c == "1")
-        && !m.message_attributes.contains_key("reason");
-    match attempt(ctx, &m, p.clone(), !first_receive).await {
+    let first_receive = super::first_receive(&m) && !m.message_attributes.contains_key("reason");
+    match attempt(ctx, &m, &p, !first_receive).await {
         // Refused without the record read: the receive count is only
         // approximate, so read the record and decide again rather than
         // let the message go.
-        (_, true) if first_receive => attempt(ctx, &m, p, true).await.0,
+        (_, true) if first_receive => attempt(ctx, &m, &p, true).await.0,
         (outcome, _) => outcome,
     }
 }
@@ -101,7 +96,7 @@ async fn process(ctx: &Deliver, m: SqsMessage) -> Outcome {
 /// One attempt of a parsed message, reading its delivery record first
 /// when `read_record`; also says whether the engine skipped it (the
 /// conditional attempt start refused).
-async fn attempt(ctx: &Deliver, m: &SqsMessage, p: Parsed, read_record: bool) -> (Outcome, bool) {
+async fn attempt(ctx: &Deliver, m: &SqsMessage, p: &Parsed, read_record: bool) -> (Outcome, bool) {
     let record = if read_record {
         ctx.store.delivery_record(&p.sub, &p.event).await
     } else {
@@ -145,15 +140,15 @@ async fn attempt(ctx: &Deliver, m: &SqsMessage, p: Parsed, read_record: bool) ->
     }
     let d = Delivery {
         seq: 0,
-        tenant: p.tenant,
-        subscription_id: p.sub,
-        event_id: p.event,
-        event_type: p.event_type,
+        tenant: p.tenant.clone(),
+        subscription_id: p.sub.clone(),
+        event_id: p.event.clone(),
+        event_type: p.event_type.clone(),
         attempts: record.attempts,
         first_attempt_at: record.first_attempt_at,
         next_attempt_at: now,
     };
-    match ctx.engine.deliver(&d, p.carried).await {
+    match ctx.engine.deliver(&d, p.carried.clone()).await {
         Ok(Step::Retrying(at) | Step::Deferred(at)) => (
             back_off(ctx, m, at - OffsetDateTime::now_utc()).await,
             false,

@@ -86,12 +86,7 @@ async fn process(ctx: &FanOut, m: SqsMessage, started: Instant) -> Outcome {
     };
     // A cursor exists only if an earlier receive of this message handed it
     // back part-way; the first receive has nothing to read.
-    let resumed = m
-        .attributes
-        .get("ApproximateReceiveCount")
-        .and_then(|c| c.parse::<u32>().ok())
-        .is_none_or(|c| c > 1);
-    let cursor = if resumed {
+    let cursor = if !super::first_receive(&m) {
         ctx.store.fan_out_cursor(&tenant, &event_id).await
     } else {
         Ok(None)

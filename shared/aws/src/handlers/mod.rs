@@ -215,6 +215,15 @@ async fn delete(src: Source, done: Vec<String>) {
     }
 }
 
+/// Whether SQS says this is the message's first receive. The count is
+/// approximate and may be missing: callers treat "not first" as the safe
+/// side (read what an earlier receive may have left).
+pub(crate) fn first_receive(m: &SqsMessage) -> bool {
+    m.attributes
+        .get("ApproximateReceiveCount")
+        .is_some_and(|c| c == "1")
+}
+
 /// Makes held-back messages visible again at once (they would otherwise
 /// wait out the queue's whole visibility timeout after the failed message
 /// ahead of them is done).
@@ -255,20 +264,14 @@ mod tests {
         m
     }
 
-    #[tokio::test]
-    async fn a_failure_fails_the_rest_of_its_group_only() {
-        let records = vec![
-            msg("a1", "A"),
-            msg("b1", "B"),
-            msg("a2", "A"),
-            msg("b2", "B"),
-            msg("a3", "A"),
-        ];
+    /// Runs a batch in which the message `id` comes to `outcome` and every
+    /// other is done; the reported failures, sorted.
+    async fn failed_when(records: Vec<SqsMessage>, id: &str, outcome: Outcome) -> Vec<String> {
         let resp = run_groups(
             records,
             |m| async move {
-                if m.message_id.as_deref() == Some("a2") {
-                    Outcome::Retry
+                if m.message_id.as_deref() == Some(id) {
+                    outcome
                 } else {
                     Outcome::Done
                 }
@@ -283,31 +286,28 @@ mod tests {
             .map(|f| f.item_identifier)
             .collect();
         failed.sort();
-        assert_eq!(failed, ["a2", "a3"]);
+        failed
+    }
+
+    #[tokio::test]
+    async fn a_failure_fails_the_rest_of_its_group_only() {
+        let records = vec![
+            msg("a1", "A"),
+            msg("b1", "B"),
+            msg("a2", "A"),
+            msg("b2", "B"),
+            msg("a3", "A"),
+        ];
+        assert_eq!(
+            failed_when(records, "a2", Outcome::Retry).await,
+            ["a2", "a3"]
+        );
     }
 
     #[tokio::test]
     async fn a_poison_record_fails_alone() {
         let records = vec![msg("a1", "A"), msg("a2", "A"), msg("a3", "A")];
-        let resp = run_groups(
-            records,
-            |m| async move {
-                if m.message_id.as_deref() == Some("a1") {
-                    Outcome::Poison
-                } else {
-                    Outcome::Done
-                }
-            },
-            None,
-        )
-        .await
-        .response;
-        let failed: Vec<String> = resp
-            .batch_item_failures
-            .into_iter()
-            .map(|f| f.item_identifier)
-            .collect();
-        assert_eq!(failed, ["a1"]);
+        assert_eq!(failed_when(records, "a1", Outcome::Poison).await, ["a1"]);
     }
 
     #[tokio::test]

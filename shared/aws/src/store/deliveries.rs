@@ -105,7 +105,7 @@ impl AwsStore {
                 pending.push(
                     SendMessageBatchRequestEntry::builder()
                         .id(i.to_string())
-                        .message_body(m.body())
+                        .message_body(m.body().map_err(backend)?)
                         .message_group_id(m.group())
                         .message_deduplication_id(dedup_id(&[
                             &m.event_id,

@@ -57,7 +57,8 @@ impl AwsStore {
         let body = body_within(&msg, CARRY_LIMIT, |m| FanOutMessage {
             event: None,
             ..m.clone()
-        });
+        })
+        .map_err(backend)?;
         self.sqs
             .send_message()
             .queue_url(&self.settings.ingest_queue_url)

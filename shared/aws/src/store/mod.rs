@@ -36,6 +36,13 @@ pub(crate) const RETENTION_SECS: i64 = 14 * 24 * 3600;
 /// A DynamoDB item.
 pub(crate) type Item = HashMap<String, AttributeValue>;
 
+/// The adapter's DynamoDB client settings: the shared ones, plus retries
+/// of writes a transaction got in the way of ([`conflicts`]).
+fn ddb_config(sdk: &aws_config::SdkConfig) -> aws_sdk_dynamodb::config::Builder {
+    aws_sdk_dynamodb::config::Builder::from(sdk)
+        .retry_classifier(conflicts::RetryTransactionConflicts)
+}
+
 /// The AWS adapter: clients built once, cheap to clone.
 #[derive(Clone, Debug)]
 pub struct AwsStore {
@@ -56,8 +63,7 @@ impl AwsStore {
     }
 
     fn build(sdk: &aws_config::SdkConfig, settings: Settings, count: bool) -> Self {
-        let mut ddb = aws_sdk_dynamodb::config::Builder::from(sdk)
-            .retry_classifier(conflicts::RetryTransactionConflicts);
+        let mut ddb = ddb_config(sdk);
         let mut sqs = aws_sdk_sqs::config::Builder::from(sdk);
         if count {
             ddb = ddb.interceptor(crate::calls::CountCalls);
@@ -77,10 +83,8 @@ impl AwsStore {
         sqs: aws_sdk_sqs::Client,
         settings: Settings,
     ) -> Self {
-        let ddb = aws_sdk_dynamodb::config::Builder::from(&sdk)
-            .retry_classifier(conflicts::RetryTransactionConflicts);
         Self {
-            ddb: aws_sdk_dynamodb::Client::from_conf(ddb.build()),
+            ddb: aws_sdk_dynamodb::Client::from_conf(ddb_config(&sdk).build()),
             sqs,
             settings,
         }
