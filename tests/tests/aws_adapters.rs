@@ -531,16 +531,63 @@ async fn spill_count(store: &AwsStore, tenant: &TenantId, sub: &SubscriptionId) 
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn concurrent_spills_are_each_counted_with_their_item_and_the_refill_clears_the_flag() {
+/// A lane whose first delivery failed and waits for its retry (due 1 s
+/// later): its later deliveries spill. The receiver answers `replies` in
+/// turn, then 204.
+struct FailingLane {
+    rx: Receiver,
+    ctx: Deliver,
+    sub: SubscriptionId,
+    tenant: TenantId,
+    url: String,
+    first_event: EventId,
+}
+
+async fn failing_lane(replies: Vec<Reply>) -> FailingLane {
     let rx = Receiver::start().await;
-    rx.script("lane", vec![Reply::Status(500)]);
+    rx.script("lane", replies);
     let (ctx, subs) = handler_with("0s,1s", &["lane"], &rx).await;
     let (sub, tenant) = subs[0].clone();
-    publish_to(&ctx, &subs).await;
+    let first_event = publish_to(&ctx, &subs).await;
     let url = ctx.store.settings().delivery_queue_url.clone();
     let first = receive(&ctx.store, &url).await;
-    assert_eq!(run_batch(&ctx, &first).await.batch_item_failures.len(), 1);
+    assert_eq!(
+        run_batch(&ctx, &first).await.batch_item_failures.len(),
+        1,
+        "the first delivery is retrying"
+    );
+    FailingLane {
+        rx,
+        ctx,
+        sub,
+        tenant,
+        url,
+        first_event,
+    }
+}
+
+/// Accepts and fans out `n` new events of `tenant`, one after another;
+/// their ids in order.
+async fn fan_out_new(ctx: &Deliver, tenant: &TenantId, n: usize) -> Vec<String> {
+    let mut ids = Vec::new();
+    for _ in 0..n {
+        let event = an_event(tenant);
+        ctx.store.accept(event.clone()).await.unwrap();
+        ctx.engine.fan_out(&event).await.unwrap();
+        ids.push(event.id.as_str().to_owned());
+    }
+    ids
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_spills_are_each_counted_with_their_item_and_the_refill_clears_the_flag() {
+    let FailingLane {
+        ctx,
+        sub,
+        tenant,
+        url,
+        ..
+    } = failing_lane(vec![Reply::Status(500)]).await;
 
     let events: Vec<Event> = (0..12).map(|_| an_event(&tenant)).collect();
     for event in &events {
@@ -588,19 +635,15 @@ async fn concurrent_spills_are_each_counted_with_their_item_and_the_refill_clear
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refill_cut_short_by_a_crash_after_the_outcome_write_resumes_when_the_message_returns() {
-    let rx = Receiver::start().await;
-    rx.script("lane", vec![Reply::Status(500)]);
-    let (ctx, subs) = handler_with("0s,1s", &["lane"], &rx).await;
-    let (sub, tenant) = subs[0].clone();
-    let first_event = publish_to(&ctx, &subs).await;
-    let url = ctx.store.settings().delivery_queue_url.clone();
-    let first = receive(&ctx.store, &url).await;
-    assert_eq!(run_batch(&ctx, &first).await.batch_item_failures.len(), 1);
-    for _ in 0..3 {
-        let event = an_event(&tenant);
-        ctx.store.accept(event.clone()).await.unwrap();
-        ctx.engine.fan_out(&event).await.unwrap();
-    }
+    let FailingLane {
+        rx,
+        ctx,
+        sub,
+        tenant,
+        url,
+        first_event,
+    } = failing_lane(vec![Reply::Status(500)]).await;
+    fan_out_new(&ctx, &tenant, 3).await;
     assert_eq!(spilled(&ctx.store, &sub).await, 3);
 
     // The process that delivered the first event wrote the outcome and
@@ -644,18 +687,14 @@ async fn a_refill_cut_short_by_a_crash_after_the_outcome_write_resumes_when_the_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn while_a_lane_fails_new_deliveries_wait_in_the_spill_store_not_the_queue() {
-    let rx = Receiver::start().await;
-    rx.script("lane", vec![Reply::Status(500)]);
-    let (ctx, subs) = handler_with("0s,1s", &["lane"], &rx).await;
-    let (sub, tenant) = subs[0].clone();
-    publish_to(&ctx, &subs).await;
-    let first = receive(&ctx.store, &ctx.store.settings().delivery_queue_url).await;
-    let resp = run_batch(&ctx, &first).await;
-    assert_eq!(
-        resp.batch_item_failures.len(),
-        1,
-        "the first delivery is retrying"
-    );
+    let FailingLane {
+        rx,
+        ctx,
+        sub,
+        tenant,
+        url,
+        ..
+    } = failing_lane(vec![Reply::Status(500)]).await;
     assert!(
         SubscriptionStore::get(&ctx.store, &tenant, &sub)
             .await
@@ -665,16 +704,9 @@ async fn while_a_lane_fails_new_deliveries_wait_in_the_spill_store_not_the_queue
         "the lane is failing"
     );
 
-    let mut later = Vec::new();
-    for _ in 0..3 {
-        let event = an_event(&tenant);
-        ctx.store.accept(event.clone()).await.unwrap();
-        ctx.engine.fan_out(&event).await.unwrap();
-        later.push(event.id.as_str().to_owned());
-    }
+    let later = fan_out_new(&ctx, &tenant, 3).await;
     assert_eq!(spilled(&ctx.store, &sub).await, 3, "spilled, in the table");
     // Only the retrying delivery is in the queue; it is due again in 1 s.
-    let url = ctx.store.settings().delivery_queue_url.clone();
     tokio::time::sleep(Duration::from_millis(1600)).await;
     let again = receive(&ctx.store, &url).await;
     assert_eq!(
@@ -708,16 +740,15 @@ async fn while_a_lane_fails_new_deliveries_wait_in_the_spill_store_not_the_queue
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn when_a_failing_lanes_delivery_is_parked_its_spilled_deliveries_are_refilled() {
-    let rx = Receiver::start().await;
-    rx.script("lane", vec![Reply::Status(500), Reply::Status(500)]);
-    let (ctx, subs) = handler_with("0s,1s", &["lane"], &rx).await;
-    let (sub, tenant) = subs[0].clone();
-    publish_to(&ctx, &subs).await;
-    let url = ctx.store.settings().delivery_queue_url.clone();
-    run_batch(&ctx, &receive(&ctx.store, &url).await).await;
-    let event = an_event(&tenant);
-    ctx.store.accept(event.clone()).await.unwrap();
-    ctx.engine.fan_out(&event).await.unwrap();
+    let FailingLane {
+        rx,
+        ctx,
+        sub,
+        tenant,
+        url,
+        ..
+    } = failing_lane(vec![Reply::Status(500), Reply::Status(500)]).await;
+    let spilled_id = fan_out_new(&ctx, &tenant, 1).await.remove(0);
     assert_eq!(spilled(&ctx.store, &sub).await, 1);
     tokio::time::sleep(Duration::from_millis(1600)).await;
     // The second attempt fails too: the ladder is spent and it is parked.
@@ -739,7 +770,7 @@ async fn when_a_failing_lanes_delivery_is_parked_its_spilled_deliveries_are_refi
     let last = rx.requests("lane").last().map(|r| r.header("webhook-id"));
     assert_eq!(
         last.as_deref(),
-        Some(event.id.as_str()),
+        Some(spilled_id.as_str()),
         "the spilled event was delivered"
     );
 }
