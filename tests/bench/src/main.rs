@@ -125,15 +125,14 @@ async fn main() -> anyhow::Result<()> {
             }
         }
         Figure::Latency { rate, secs, runs } => {
-            let (mut p50s, mut p99s) = (Vec::new(), Vec::new());
-            for _ in 0..runs.max(1) {
+            let (mut p50s, mut p99s) = repeat2(runs, || async move {
                 let mut s = figures::latency(bin, rate, secs).await?;
                 let (p50, _, _) = rig::spread(&mut s);
                 let p99 = s[((s.len() - 1) as f64 * 0.99).round() as usize];
                 println!("  run at {rate:.0}/s   p50 {p50:.2} ms   p99 {p99:.2} ms   max {:.2} ms   (n={})", s[s.len() - 1], s.len());
-                p50s.push(p50);
-                p99s.push(p99);
-            }
+                Ok((p50, p99))
+            })
+            .await?;
             println!(
                 "latency at {rate:.0}/s   p50 {} ms   p99 {} ms   (runs={})",
                 summary(&mut p50s, 2),
@@ -142,13 +141,12 @@ async fn main() -> anyhow::Result<()> {
             );
         }
         Figure::Drain { backlog, runs } => {
-            let (mut overall, mut steady) = (Vec::new(), Vec::new());
-            for _ in 0..runs.max(1) {
+            let (mut overall, mut steady) = repeat2(runs, || async move {
                 let (o, s) = figures::drain(bin, backlog).await?;
                 println!("  run {backlog} deliveries   {o:.0}/s from receiver-up   {s:.0}/s first to last arrival");
-                overall.push(o);
-                steady.push(s);
-            }
+                Ok((o, s))
+            })
+            .await?;
             println!(
                 "drain {backlog} deliveries   {} /s first to last arrival   {} /s from receiver-up   (runs={})",
                 summary(&mut steady, 0),
@@ -157,13 +155,12 @@ async fn main() -> anyhow::Result<()> {
             );
         }
         Figure::Fanout { subs, runs } => {
-            let (mut enq, mut all) = (Vec::new(), Vec::new());
-            for _ in 0..runs.max(1) {
+            let (mut enq, mut all) = repeat2(runs, || async move {
                 let (e, a) = figures::fan_out(bin, subs).await?;
                 println!("  run to {subs}   enqueued in {e:.3} s   all arrived in {a:.3} s");
-                enq.push(e);
-                all.push(a);
-            }
+                Ok((e, a))
+            })
+            .await?;
             println!(
                 "fan-out to {subs}   enqueued in {} s   all arrived in {} s   (runs={})",
                 summary(&mut enq, 3),
@@ -187,6 +184,22 @@ async fn main() -> anyhow::Result<()> {
 }
 
 /// "median M (min-max a-b)" with `digits` decimals.
+/// Runs a figure `runs` times (at least once); the two values each run
+/// gave, as two series.
+async fn repeat2<F, Fut>(runs: usize, run: F) -> anyhow::Result<(Vec<f64>, Vec<f64>)>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<(f64, f64)>>,
+{
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for _ in 0..runs.max(1) {
+        let (x, y) = run().await?;
+        a.push(x);
+        b.push(y);
+    }
+    Ok((a, b))
+}
+
 fn summary(values: &mut [f64], digits: usize) -> String {
     let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
     let hi = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
