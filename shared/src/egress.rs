@@ -17,12 +17,19 @@
 //! 3. **IP literals.** reqwest does not consult the resolver for IP-literal
 //!    hosts, so callers also call [`check_url`] before each send.
 //!
+//! Both steps resolve through one [`Dns`] (the system resolver in
+//! production; tests substitute answers, to show that a name answering a
+//! public address at registration and loopback at delivery is refused).
+//!
 //! [`EgressPolicy::allow_private`] (a development flag, off by default) lets
 //! private and loopback targets through; the scheme, host and credential
 //! rules still apply.
 
 use std::error::Error as StdError;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::Arc;
+
+use async_trait::async_trait;
 
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use url::{Host, Url};
@@ -162,6 +169,28 @@ pub fn check_url(raw: &str, policy: EgressPolicy) -> Result<Url, EgressError> {
     Ok(url)
 }
 
+/// Looks up a host's addresses: the registration check and the delivery
+/// client's resolver both ask it.
+#[async_trait]
+pub trait Dns: Send + Sync + std::fmt::Debug {
+    /// The addresses `host` resolves to (with `port`); an error when it does
+    /// not resolve.
+    async fn lookup(&self, host: &str, port: u16) -> std::io::Result<Vec<SocketAddr>>;
+}
+
+/// The system resolver (`getaddrinfo`, through Tokio).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemDns;
+
+#[async_trait]
+impl Dns for SystemDns {
+    async fn lookup(&self, host: &str, port: u16) -> std::io::Result<Vec<SocketAddr>> {
+        tokio::net::lookup_host((host, port))
+            .await
+            .map(Iterator::collect)
+    }
+}
+
 /// [`check_url`], then, for a domain host, resolves it once and refuses the
 /// URL if ANY resolved address is forbidden (unless `policy.allow_private`).
 ///
@@ -170,7 +199,11 @@ pub fn check_url(raw: &str, policy: EgressPolicy) -> Result<Url, EgressError> {
 /// delivery client's [`GuardedResolver`] resolves and checks again at connect
 /// time, and reports a host that still does not resolve as
 /// [`EgressError::Unresolvable`].
-pub async fn check_url_resolved(raw: &str, policy: EgressPolicy) -> Result<Url, EgressError> {
+pub async fn check_url_resolved(
+    raw: &str,
+    policy: EgressPolicy,
+    dns: &dyn Dns,
+) -> Result<Url, EgressError> {
     let url = check_url(raw, policy)?;
     if policy.allow_private {
         return Ok(url);
@@ -179,7 +212,7 @@ pub async fn check_url_resolved(raw: &str, policy: EgressPolicy) -> Result<Url, 
         return Ok(url);
     };
     let port = url.port_or_known_default().unwrap_or(443);
-    match tokio::net::lookup_host((domain, port)).await {
+    match dns.lookup(domain, port).await {
         Ok(addrs) => {
             for sa in addrs {
                 if is_forbidden(sa.ip()) {
@@ -202,24 +235,27 @@ pub async fn check_url_resolved(raw: &str, policy: EgressPolicy) -> Result<Url, 
 /// targets are allowed), and fails with [`EgressError::Forbidden`] when none
 /// remain or [`EgressError::Unresolvable`] when the name does not resolve, so
 /// reqwest connects only to checked addresses. Install with
-/// `reqwest::ClientBuilder::dns_resolver(Arc::new(GuardedResolver::new(allow_private)))`.
+/// `reqwest::ClientBuilder::dns_resolver(Arc::new(GuardedResolver::new(allow_private, dns)))`.
 /// IP-literal URLs bypass resolvers: see [`check_url`].
 #[derive(Debug, Clone)]
 pub struct GuardedResolver {
     allow_private: bool,
+    dns: Arc<dyn Dns>,
 }
 
 impl GuardedResolver {
-    /// A resolver that refuses forbidden addresses unless `allow_private`.
-    pub fn new(allow_private: bool) -> Self {
-        Self { allow_private }
+    /// A resolver over `dns` that refuses forbidden addresses unless
+    /// `allow_private`.
+    pub fn new(allow_private: bool, dns: Arc<dyn Dns>) -> Self {
+        Self { allow_private, dns }
     }
 
-    async fn resolve_checked(host: String, allow_private: bool) -> Result<Addrs, EgressError> {
-        let lookup = tokio::net::lookup_host((host.as_str(), 0))
-            .await
-            .map(Iterator::collect::<Vec<SocketAddr>>);
-        let Ok(resolved) = lookup else {
+    async fn resolve_checked(
+        host: String,
+        allow_private: bool,
+        dns: Arc<dyn Dns>,
+    ) -> Result<Addrs, EgressError> {
+        let Ok(resolved) = dns.lookup(&host, 0).await else {
             return Err(EgressError::Unresolvable(host));
         };
         let Some(first) = resolved.first().copied() else {
@@ -250,9 +286,9 @@ impl GuardedResolver {
 impl Resolve for GuardedResolver {
     fn resolve(&self, name: Name) -> Resolving {
         let host = name.as_str().to_owned();
-        let allow_private = self.allow_private;
+        let (allow_private, dns) = (self.allow_private, self.dns.clone());
         Box::pin(async move {
-            Self::resolve_checked(host, allow_private)
+            Self::resolve_checked(host, allow_private, dns)
                 .await
                 .map_err(Into::into)
         })
@@ -404,7 +440,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_hostname_resolving_to_loopback_is_refused_at_registration() {
-        let err = check_url_resolved("https://localhost/hook", STRICT).await;
+        let err = check_url_resolved("https://localhost/hook", STRICT, &SystemDns).await;
         assert!(
             matches!(err, Err(EgressError::Forbidden { ref host, .. }) if host == "localhost"),
             "{err:?}"
@@ -414,7 +450,10 @@ mod tests {
     #[tokio::test]
     async fn the_guarded_resolver_refuses_localhost() {
         let name = Name::from_str("localhost").expect("valid name");
-        let err = match GuardedResolver::new(false).resolve(name).await {
+        let err = match GuardedResolver::new(false, Arc::new(SystemDns))
+            .resolve(name)
+            .await
+        {
             Ok(addrs) => panic!("resolved to {:?}", addrs.collect::<Vec<_>>()),
             Err(e) => e,
         };
@@ -428,14 +467,16 @@ mod tests {
     #[tokio::test]
     async fn the_guarded_resolver_lets_localhost_through_when_private_is_allowed() {
         let name = Name::from_str("localhost").expect("valid name");
-        let addrs = GuardedResolver::new(true).resolve(name).await;
+        let addrs = GuardedResolver::new(true, Arc::new(SystemDns))
+            .resolve(name)
+            .await;
         assert!(addrs.is_ok_and(|mut a| a.all(|sa| sa.ip().is_loopback())));
     }
 
     #[tokio::test]
     async fn find_egress_error_finds_the_refusal_inside_a_reqwest_error() {
         let client = reqwest::Client::builder()
-            .dns_resolver(Arc::new(GuardedResolver::new(false)))
+            .dns_resolver(Arc::new(GuardedResolver::new(false, Arc::new(SystemDns))))
             .build()
             .expect("client builds");
         let sent = client.get("http://localhost:1/").send().await;

@@ -24,6 +24,11 @@ pub enum StoreError {
     /// The write conflicts with existing state.
     #[error("conflict: {0}")]
     Conflict(String),
+    /// A stored record does not parse back. The record is kept (never
+    /// deleted, never read as a default), logged with its key and counted
+    /// ([`crate::record::unreadable`]); a delivery is parked with the reason.
+    #[error("unreadable record: {0}")]
+    Unreadable(String),
 }
 
 /// Shorthand for port results.
@@ -330,6 +335,8 @@ pub trait Sender: Send + Sync {
     /// Sends and reports; never fails: failures are results.
     async fn send(&self, request: Outbound) -> SendReport;
 }
+
+pub use crate::egress::{Dns, SystemDns};
 
 /// Tells the workers that work arrived (no-op where the queue triggers
 /// them itself, as SQS does on AWS).

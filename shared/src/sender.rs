@@ -8,7 +8,9 @@ use std::time::{Duration, Instant, SystemTime};
 
 use async_trait::async_trait;
 
-use crate::egress::{check_url, find_egress_error, EgressError, EgressPolicy, GuardedResolver};
+use crate::egress::{
+    check_url, find_egress_error, Dns, EgressError, EgressPolicy, GuardedResolver,
+};
 use crate::policy::{parse_retry_after, AttemptResult};
 use crate::ports::{Outbound, SendReport, Sender};
 
@@ -27,12 +29,17 @@ pub struct HttpSender {
 }
 
 impl HttpSender {
-    /// A sender with the egress policy and attempt timeout of the config.
-    pub fn new(egress: EgressPolicy, timeout: Duration) -> Result<Self, reqwest::Error> {
+    /// A sender with the egress policy and attempt timeout of the config,
+    /// resolving hosts through `dns`.
+    pub fn new(
+        egress: EgressPolicy,
+        timeout: Duration,
+        dns: Arc<dyn Dns>,
+    ) -> Result<Self, reqwest::Error> {
         let client = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .no_proxy()
-            .dns_resolver(Arc::new(GuardedResolver::new(egress.allow_private)))
+            .dns_resolver(Arc::new(GuardedResolver::new(egress.allow_private, dns)))
             .timeout(timeout)
             .connect_timeout(timeout)
             .pool_idle_timeout(Duration::from_secs(30))

@@ -12,6 +12,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use hooklane_core::config::Config;
+pub use hooklane_core::embedded::Outside;
 use serde_json::Value;
 
 pub use receiver::{Receiver, Recorded, Reply};
@@ -81,6 +82,15 @@ impl Server {
 
     /// Starts `serve` in this process on the given backend.
     pub async fn start_on(backend: Backend, env: HashMap<String, String>) -> Self {
+        Self::start_with(backend, env, Outside::default()).await
+    }
+
+    /// Starts `serve` (embedded) with the given name resolution and clock.
+    pub async fn start_outside(env: HashMap<String, String>, outside: Outside) -> Self {
+        Self::start_with(Backend::Embedded, env, outside).await
+    }
+
+    async fn start_with(backend: Backend, env: HashMap<String, String>, outside: Outside) -> Self {
         raise_fd_limit();
         init_logs();
         let config = Config::from_lookup(|k| env.get(k).cloned()).expect("test config");
@@ -100,7 +110,9 @@ impl Server {
                 let _ = rx.await;
             };
             let result = match sdk {
-                None => hooklane_core::embedded::serve(listener, config, &db, stop).await,
+                None => {
+                    hooklane_core::embedded::serve_with(listener, config, &db, outside, stop).await
+                }
                 Some(sdk) => {
                     let resources = hooklane_aws::Resources {
                         prefix: aws::unique_prefix(),
@@ -211,6 +223,29 @@ impl Drop for Server {
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());
         }
+    }
+}
+
+/// A clock the test moves forward: the system time plus an offset.
+#[derive(Debug, Default)]
+pub struct MovableClock {
+    offset_ms: std::sync::atomic::AtomicI64,
+}
+
+impl MovableClock {
+    /// Moves the clock forward by `by`.
+    pub fn advance(&self, by: Duration) {
+        self.offset_ms.fetch_add(
+            i64::try_from(by.as_millis()).expect("a test-sized offset"),
+            std::sync::atomic::Ordering::SeqCst,
+        );
+    }
+}
+
+impl hooklane_core::ports::Clock for MovableClock {
+    fn now(&self) -> time::OffsetDateTime {
+        let offset = self.offset_ms.load(std::sync::atomic::Ordering::SeqCst);
+        time::OffsetDateTime::now_utc() + time::Duration::milliseconds(offset)
     }
 }
 

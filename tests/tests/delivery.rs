@@ -50,7 +50,7 @@ async fn a_delivery_verifies_with_an_independent_standard_webhooks_implementatio
 }
 
 async fn retries_follow_the_ladder_with_the_same_id_and_body_then_park(backend: Backend) {
-    let (server, rx) = setup(backend, &[("HOOKLANE_RETRY_SCHEDULE", "0s,1s,2s")]).await;
+    let (server, rx) = setup(backend, &[("HOOKLANE_RETRY_SCHEDULE", "0s,2s,6s")]).await;
     rx.set_default("a", Reply::Status(500));
     let sub = server.subscribe("acme", &rx.url("a"), &["*"]).await;
     let id = server
@@ -67,13 +67,18 @@ async fn retries_follow_the_ladder_with_the_same_id_and_body_then_park(backend: 
         assert_eq!(r.header("webhook-id"), id);
         assert_eq!(r.body, reqs[0].body, "same body bytes on every attempt");
     }
-    // Gaps of 1 s and 2 s, each within the ±10 % jitter (with slack for
-    // scheduling, never shorter than the jittered floor).
+    // Gaps of 2 s and 6 s, each within the ±10 % jitter, bounded on both
+    // sides with slack for scheduling: on AWS a message comes back by
+    // whole seconds of visibility, up to half a second early, plus a
+    // receive cycle. A ladder twice as long (4 s, 12 s) or half as long
+    // (1 s, 3 s) falls outside.
     let gap1 = reqs[1].at - reqs[0].at;
     let gap2 = reqs[2].at - reqs[1].at;
-    assert!(gap1 >= Duration::from_millis(850), "gap1 {gap1:?}");
-    assert!(gap2 >= Duration::from_millis(1750), "gap2 {gap2:?}");
-    assert!(gap2 > gap1, "the ladder climbs");
+    let within = |gap: Duration, low: u64, high: u64| {
+        gap >= Duration::from_millis(low) && gap < Duration::from_millis(high)
+    };
+    assert!(within(gap1, 1_250, 3_750), "gap1 {gap1:?}");
+    assert!(within(gap2, 4_800, 9_000), "gap2 {gap2:?}");
     let sub_id = sub["id"].as_str().unwrap();
     assert!(
         wait_parked(&server, sub_id, 1).await,

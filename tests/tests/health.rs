@@ -214,7 +214,80 @@ async fn an_open_breaker_stops_connecting_to_a_hanging_receiver_and_others_are_u
     );
 }
 
+async fn attempt_count(server: &Server, id: &str) -> usize {
+    let path = format!("/v1/tenants/acme/subscriptions/{id}/attempts");
+    let (_, log) = server.call("GET", &path, None).await;
+    log["items"].as_array().map_or(0, Vec::len)
+}
+
+async fn health_is_written_once_per_delivery_when_its_retries_end_never_per_attempt(
+    backend: Backend,
+) {
+    let rx = Receiver::start().await;
+    // The first delivery fails all three attempts; the second fails once,
+    // then succeeds.
+    rx.script("flaky", vec![Reply::Status(500); 4]);
+    let env = test_env(&[("HOOKLANE_RETRY_SCHEDULE", "0s,2s,2s")]);
+    let server = Server::start_on(backend, env).await;
+    let sub = server.subscribe("acme", &rx.url("flaky"), &["*"]).await;
+    let id = sub["id"].as_str().unwrap().to_owned();
+
+    server.publish("acme", "a.b", json!({"n": 1})).await;
+    assert!(eventually(WAIT, || rx.count("flaky") == 1).await);
+    for _ in 0..200 {
+        if attempt_count(&server, &id).await == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let health = &subscription(&server, &id).await["health"];
+    assert_eq!(health["consecutive_failures"], 0, "mid-sequence: {health}");
+    assert!(
+        health["last_attempt_at"].is_null(),
+        "mid-sequence: {health}"
+    );
+
+    assert!(eventually(WAIT, || rx.count("flaky") == 3).await);
+    let mut health = Value::Null;
+    for _ in 0..200 {
+        health = subscription(&server, &id).await["health"].clone();
+        if health["last_outcome"] == "parked" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(health["last_outcome"], "parked", "{health}");
+    assert_eq!(
+        health["consecutive_failures"], 1,
+        "one delivery of three failed attempts counts once: {health}"
+    );
+    assert_eq!(health["last_status_code"], 500);
+
+    server.publish("acme", "a.b", json!({"n": 2})).await;
+    assert!(eventually(WAIT, || rx.count("flaky") == 4).await);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let health = &subscription(&server, &id).await["health"];
+    assert_eq!(
+        (&health["consecutive_failures"], &health["last_outcome"]),
+        (&json!(1), &json!("parked")),
+        "a retrying attempt leaves the record as it was: {health}"
+    );
+    assert!(eventually(WAIT, || rx.count("flaky") == 5).await);
+    let mut reset = false;
+    for _ in 0..200 {
+        let health = &subscription(&server, &id).await["health"];
+        if health["consecutive_failures"] == 0 && health["last_outcome"] == "delivered" {
+            reset = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(reset, "the success at the second attempt resets the record");
+}
+
 on_both_backends!(
+    health_is_written_once_per_delivery_when_its_retries_end_never_per_attempt,
     a_dead_receiver_is_suspended_notified_once_and_enable_backfills_in_order,
     enable_against_a_503_stays_suspended_says_why_and_backfills_nothing,
     an_open_breaker_stops_connecting_to_a_hanging_receiver_and_others_are_unaffected,

@@ -15,7 +15,9 @@ use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage, SqsM
 use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, Message, MessageSystemAttributeName};
 use hooklane_core::config::Config;
 use hooklane_core::engine::{Engine, Ports};
-use hooklane_core::ports::{NoNotifier, Notifier, StoreResult, SystemClock, Wakeup};
+use hooklane_core::ports::{
+    Dns, NoNotifier, Notifier, StoreResult, SystemClock, SystemDns, Wakeup,
+};
 use hooklane_core::sender::HttpSender;
 use tokio::sync::Semaphore;
 use tracing::{error, info};
@@ -88,7 +90,8 @@ pub fn engine(
     store: &AwsStore,
     sdk: &aws_config::SdkConfig,
 ) -> anyhow::Result<Arc<Engine>> {
-    let sender = HttpSender::new(config.egress, config.attempt_timeout)?;
+    let dns: Arc<dyn Dns> = Arc::new(SystemDns);
+    let sender = HttpSender::new(config.egress, config.attempt_timeout, dns.clone())?;
     let ports = Ports {
         subscriptions: Arc::new(store.clone()),
         events: Arc::new(store.clone()),
@@ -96,6 +99,7 @@ pub fn engine(
         attempts: Arc::new(store.clone()),
         clock: Arc::new(SystemClock),
         sender: Arc::new(sender),
+        dns,
         wakeup: Arc::new(QueueTriggered),
         notifier: notifier(sdk),
     };

@@ -73,9 +73,13 @@ fn health_view(h: &Health, breaker: Breaker) -> Value {
 /// The body's `url`, checked by the egress guard (resolving its host).
 async fn checked_url(state: &AppState, body: &Body) -> Result<url::Url, ApiError> {
     let raw = body.required_string("url")?;
-    check_url_resolved(&raw, state.engine.config.egress)
-        .await
-        .map_err(|e| ApiError::invalid("url", e.to_string()))
+    check_url_resolved(
+        &raw,
+        state.engine.config.egress,
+        state.engine.ports.dns.as_ref(),
+    )
+    .await
+    .map_err(|e| ApiError::invalid("url", e.to_string()))
 }
 
 /// Applies the editable fields other than `url` present in `body`.

@@ -21,7 +21,7 @@ use crate::config::Config;
 use crate::domain::{SubscriptionId, TenantId};
 use crate::engine::{Engine, Ports};
 use crate::health::backfill_interval;
-use crate::ports::{NoNotifier, StoreResult, SystemClock, Wakeup};
+use crate::ports::{Clock, Dns, NoNotifier, StoreResult, SystemClock, SystemDns, Wakeup};
 use crate::sender::HttpSender;
 use crate::sqlite::{BackfillStep, Lane, SqliteStore};
 use lanes::Lanes;
@@ -58,6 +58,26 @@ impl Wakeup for ChannelWakeup {
     }
 }
 
+/// What the runtime asks of the world outside the process: names and the
+/// time. The system's by default; tests answer for names of their own or
+/// move the clock.
+#[derive(Clone)]
+pub struct Outside {
+    /// Resolves endpoint hosts (registration check and delivery).
+    pub dns: Arc<dyn Dns>,
+    /// The time the engine and the API go by.
+    pub clock: Arc<dyn Clock>,
+}
+
+impl Default for Outside {
+    fn default() -> Self {
+        Self {
+            dns: Arc::new(SystemDns),
+            clock: Arc::new(SystemClock),
+        }
+    }
+}
+
 /// A running embedded engine: the engine, its store, and its workers.
 pub struct Embedded {
     /// The engine (the API calls it).
@@ -70,8 +90,14 @@ impl Embedded {
     /// Opens the database, builds the engine and starts the workers on the
     /// current Tokio runtime.
     pub async fn start(config: Config, db: &Path) -> anyhow::Result<Self> {
+        Self::start_with(config, db, Outside::default()).await
+    }
+
+    /// [`Embedded::start`] with the given name resolution and clock.
+    pub async fn start_with(config: Config, db: &Path, outside: Outside) -> anyhow::Result<Self> {
         let store = SqliteStore::open(db)?;
-        let sender = HttpSender::new(config.egress, config.attempt_timeout)?;
+        let dns = outside.dns;
+        let sender = HttpSender::new(config.egress, config.attempt_timeout, dns.clone())?;
         let fan_out = Arc::new(Notify::new());
         let backfill = Arc::new(Notify::new());
         let (lane_tx, lane_rx) = mpsc::unbounded_channel();
@@ -80,8 +106,9 @@ impl Embedded {
             events: Arc::new(store.clone()),
             queue: Arc::new(store.clone()),
             attempts: Arc::new(store.clone()),
-            clock: Arc::new(SystemClock),
+            clock: outside.clock,
             sender: Arc::new(sender),
+            dns,
             wakeup: Arc::new(ChannelWakeup {
                 fan_out: fan_out.clone(),
                 backfill: backfill.clone(),
@@ -232,11 +259,22 @@ pub async fn serve(
     db: &Path,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    serve_with(listener, config, db, Outside::default(), shutdown).await
+}
+
+/// [`serve`] with the given name resolution and clock (tests).
+pub async fn serve_with(
+    listener: tokio::net::TcpListener,
+    config: Config,
+    db: &Path,
+    outside: Outside,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
     let token: Arc<str> = match &config.api_token {
         Some(t) => t.as_str().into(),
         None => anyhow::bail!("an API token is required"),
     };
-    let embedded = Embedded::start(config, db).await?;
+    let embedded = Embedded::start_with(config, db, outside).await?;
     let app = crate::api::router(crate::api::AppState {
         engine: embedded.engine.clone(),
         auth: crate::api::Auth::Token(token),

@@ -292,9 +292,11 @@ mod tests {
                 crate::sender::HttpSender::new(
                     Default::default(),
                     std::time::Duration::from_secs(1),
+                    Arc::new(crate::ports::SystemDns),
                 )
                 .unwrap(),
             ),
+            dns: Arc::new(crate::ports::SystemDns),
             wakeup: Arc::new(Quiet),
             notifier: notices.clone(),
         };

@@ -20,7 +20,7 @@ use crate::config::Config;
 use crate::domain::{Event, SubscriptionId};
 use crate::health::Breakers;
 use crate::ports::{
-    Accepted, AttemptLog, Clock, DeliveryQueue, EventArchive, NewDelivery, Notifier, Sender,
+    Accepted, AttemptLog, Clock, DeliveryQueue, Dns, EventArchive, NewDelivery, Notifier, Sender,
     StoreResult, SubscriptionStore, Wakeup,
 };
 
@@ -71,6 +71,10 @@ impl Metrics {
             ("hooklane_deliveries_parked_total", &self.parked),
             ("hooklane_deliveries_dropped_total", &self.dropped),
             ("hooklane_attempts_deferred_total", &self.deferred),
+            (
+                "hooklane_unreadable_records_total",
+                &crate::record::UNREADABLE,
+            ),
         ];
         let mut out: String = rows
             .iter()
@@ -113,6 +117,9 @@ pub struct Ports {
     pub clock: Arc<dyn Clock>,
     /// HTTP sender.
     pub sender: Arc<dyn Sender>,
+    /// Name resolution for the egress guard: the registration check and
+    /// the sender's resolver ask the same one.
+    pub dns: Arc<dyn Dns>,
     /// Worker wake-ups.
     pub wakeup: Arc<dyn Wakeup>,
     /// Suspension notices beyond the operator webhook.
