@@ -1,8 +1,10 @@
 //! The stored form of a subscription for document stores (DynamoDB): plain
 //! serde fields, times as unix milliseconds, with the one conversion back
-//! into the domain type that re-parses every field.
+//! into the domain type that re-parses every field; and the one report of
+//! a stored record that does not parse ([`unreadable`]), for both adapters.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
@@ -12,6 +14,17 @@ use crate::domain::{
     TenantId,
 };
 use crate::signing::Secret;
+
+/// Stored records read that did not parse back, since the process started
+/// (served as `hooklane_unreadable_records_total`).
+pub static UNREADABLE: AtomicU64 = AtomicU64::new(0);
+
+/// Reports a stored record that does not parse: logs its kind and key and
+/// counts it. The caller keeps the record (and parks it, if a delivery).
+pub fn unreadable(kind: &str, key: &str, why: &str) {
+    UNREADABLE.fetch_add(1, Ordering::Relaxed);
+    tracing::error!(kind, key, why, "stored record does not parse; kept");
+}
 
 /// Unix milliseconds of a time.
 pub fn ms(t: OffsetDateTime) -> i64 {

@@ -292,8 +292,34 @@ async fn a_redelivery_that_claims_to_be_a_first_receive_still_gets_its_exact_att
     assert_eq!(attempts, ["1", "2"], "attempted again, as attempt 2");
 }
 
+/// The dead-letter queue's messages parked as unreadable: body and reason.
+async fn parked_unreadable(store: &AwsStore) -> Vec<(String, String)> {
+    receive_within_10s(store, &store.settings().dlq_url)
+        .await
+        .iter()
+        .filter(|m| {
+            m.message_attributes()
+                .is_some_and(|a| a.contains_key("unreadable"))
+        })
+        .map(|m| {
+            let reason = m.message_attributes().and_then(|a| a.get("reason"));
+            (
+                m.body().unwrap_or_default().to_owned(),
+                reason
+                    .and_then(|r| r.string_value())
+                    .unwrap_or_default()
+                    .to_owned(),
+            )
+        })
+        .collect()
+}
+
+fn unreadable_count() -> u64 {
+    hooklane_core::record::UNREADABLE.load(std::sync::atomic::Ordering::SeqCst)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_poison_record_fails_alone() {
+async fn an_unreadable_message_is_parked_with_the_reason_and_its_group_goes_on() {
     let rx = Receiver::start().await;
     let (ctx, subs) = handler_with("0s", &["good"], &rx).await;
     publish_to(&ctx, &subs).await;
@@ -302,13 +328,53 @@ async fn a_poison_record_fails_alone() {
     poison.message_id = Some("poison-1".into());
     poison.body = Some("{not json".into());
     msgs.insert(0, poison);
+    let before = unreadable_count();
     let resp = handle(&ctx, hooklane_aws::local::to_event(&msgs)).await;
-    assert_eq!(failed_ids(&resp), ["poison-1"]);
+    assert!(failed_ids(&resp).is_empty(), "parked, so not sent back");
     assert_eq!(
         rx.count("good"),
         1,
         "the same group's next message still ran"
     );
+    let parked = parked_unreadable(&ctx.store).await;
+    assert_eq!(parked.len(), 1, "{parked:?}");
+    assert_eq!(parked[0].0, "{not json", "kept as it was");
+    assert!(parked[0].1.contains("does not parse"), "{parked:?}");
+    assert!(unreadable_count() > before, "counted");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delivery_record_that_does_not_parse_parks_its_delivery_never_read_as_pending() {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    let rx = Receiver::start().await;
+    let (ctx, subs) = handler_with("0s", &["lane"], &rx).await;
+    let event = publish_to(&ctx, &subs).await;
+    let ddb = aws_sdk_dynamodb::Client::new(&hooklane_tests::aws::sdk().await);
+    ddb.put_item()
+        .table_name(&ctx.store.settings().table)
+        .item("pk", AttributeValue::S(format!("D#{}", subs[0].0)))
+        .item("sk", AttributeValue::S(format!("E#{event}")))
+        .item("state", AttributeValue::S("pendnig".into()))
+        .item("attempts", AttributeValue::N("0".into()))
+        .send()
+        .await
+        .expect("put a corrupt record");
+    let before = unreadable_count();
+    let msgs = receive(&ctx.store, &ctx.store.settings().delivery_queue_url).await;
+    let resp = run_batch(&ctx, &msgs).await;
+    assert!(failed_ids(&resp).is_empty());
+    assert_eq!(rx.count("lane"), 0, "not attempted");
+    let parked = parked_unreadable(&ctx.store).await;
+    assert_eq!(parked.len(), 1, "{parked:?}");
+    assert!(
+        parked[0].0.contains(event.as_str()),
+        "the message as it was"
+    );
+    assert!(
+        parked[0].1.contains("delivery record does not parse"),
+        "{parked:?}"
+    );
+    assert!(unreadable_count() > before, "counted");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -773,6 +839,62 @@ async fn when_a_failing_lanes_delivery_is_parked_its_spilled_deliveries_are_refi
         Some(spilled_id.as_str()),
         "the spilled event was delivered"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spilled_delivery_that_does_not_parse_is_parked_not_dropped_by_the_refill() {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    let FailingLane {
+        rx,
+        ctx,
+        sub,
+        tenant,
+        url,
+        ..
+    } = failing_lane(vec![Reply::Status(500)]).await;
+    let later = fan_out_new(&ctx, &tenant, 2).await;
+    // A third spilled item, counted like the others, whose message is
+    // corrupt.
+    let ddb = aws_sdk_dynamodb::Client::new(&hooklane_tests::aws::sdk().await);
+    ddb.put_item()
+        .table_name(&ctx.store.settings().table)
+        .item("pk", AttributeValue::S(format!("L#{sub}")))
+        .item(
+            "sk",
+            AttributeValue::S("00000000000000000001#corrupt".into()),
+        )
+        .item("message", AttributeValue::S("{\"tenant\": 7".into()))
+        .send()
+        .await
+        .expect("put a corrupt spilled item");
+    ddb.update_item()
+        .table_name(&ctx.store.settings().table)
+        .key("pk", AttributeValue::S(format!("T#{}", tenant.as_str())))
+        .key("sk", AttributeValue::S(format!("S#{sub}")))
+        .update_expression("ADD spilled :one")
+        .expression_attribute_values(":one", AttributeValue::N("1".into()))
+        .send()
+        .await
+        .expect("count it");
+    let before = unreadable_count();
+
+    tokio::time::sleep(Duration::from_millis(1600)).await;
+    run_batch(&ctx, &receive_within_10s(&ctx.store, &url).await).await;
+    assert_eq!(spilled(&ctx.store, &sub).await, 0, "every item moved");
+    assert_eq!(spill_count(&ctx.store, &tenant, &sub).await, 0);
+    let parked = parked_unreadable(&ctx.store).await;
+    assert_eq!(parked.len(), 1, "{parked:?}");
+    assert_eq!(parked[0].0, "{\"tenant\": 7", "kept as it was");
+    assert!(parked[0].1.contains("spilled delivery does not parse"));
+    assert!(unreadable_count() > before, "counted");
+    run_batch(&ctx, &receive_within_10s(&ctx.store, &url).await).await;
+    let seen: Vec<String> = rx
+        .requests("lane")
+        .iter()
+        .skip(2)
+        .map(|r| r.header("webhook-id"))
+        .collect();
+    assert_eq!(seen, later, "the readable ones refilled in order");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

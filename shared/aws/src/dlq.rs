@@ -38,7 +38,17 @@ pub struct ParkedMessage {
 }
 
 fn parse(m: &Message) -> Option<ParkedMessage> {
-    let delivery: DeliveryMessage = serde_json::from_str(m.body()?).ok()?;
+    let delivery: DeliveryMessage = match serde_json::from_str(m.body()?) {
+        Ok(d) => d,
+        Err(e) => {
+            // Kept where it is (handed back), reported; an unreadable
+            // delivery parked with its reason has the `unreadable`
+            // attribute naming its key.
+            let key = format!("message {}", m.message_id().unwrap_or("(no id)"));
+            hooklane_core::record::unreadable("dead letter", &key, &e.to_string());
+            return None;
+        }
+    };
     let attributes = m
         .message_attributes()
         .map(|a| {

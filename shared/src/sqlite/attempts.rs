@@ -3,7 +3,7 @@
 use async_trait::async_trait;
 use rusqlite::{params, Connection};
 
-use super::{corrupt, from_ms, ms, SqliteStore};
+use super::{corrupt, from_ms, ms, readable, SqliteStore};
 use crate::domain::{Attempt, AttemptId, EventId, SubscriptionId, TenantId};
 use crate::ports::{AttemptLog, StoreResult};
 
@@ -53,31 +53,30 @@ impl AttemptLog for SqliteStore {
             )?
             .query_map(
                 params![tenant.as_str(), sub.as_str(), before.unwrap_or(i64::MAX), limit as i64],
-                |r| {
-                    Ok((
-                        r.get(0)?,
-                        Attempt {
-                            id: AttemptId::parse(&r.get::<_, String>(1)?)
-                                .map_err(|_| corrupt("attempt id"))?,
-                            tenant: TenantId::parse(&r.get::<_, String>(2)?)
-                                .map_err(|_| corrupt("tenant"))?,
-                            subscription_id: SubscriptionId::parse(&r.get::<_, String>(3)?)
-                                .map_err(|_| corrupt("subscription id"))?,
-                            event_id: EventId::parse(&r.get::<_, String>(4)?)
-                                .map_err(|_| corrupt("event id"))?,
-                            attempt: r.get(5)?,
-                            started_at: from_ms(r.get(6)?),
-                            duration_ms: r.get::<_, i64>(7)? as u64,
-                            status_code: r.get(8)?,
-                            outcome: r.get(9)?,
-                            error: r.get(10)?,
-                            response_excerpt: r.get(11)?,
-                        },
-                    ))
-                },
-            )?
-            .collect()
+                |r| Ok((r.get::<_, i64>(0)?, attempt_row(r))),
+            )
+            .and_then(|rows| readable("attempt", rows))
         })
         .await
     }
+}
+
+fn attempt_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(i64, Attempt)> {
+    Ok((
+        r.get(0)?,
+        Attempt {
+            id: AttemptId::parse(&r.get::<_, String>(1)?).map_err(|_| corrupt("attempt id"))?,
+            tenant: TenantId::parse(&r.get::<_, String>(2)?).map_err(|_| corrupt("tenant"))?,
+            subscription_id: SubscriptionId::parse(&r.get::<_, String>(3)?)
+                .map_err(|_| corrupt("subscription id"))?,
+            event_id: EventId::parse(&r.get::<_, String>(4)?).map_err(|_| corrupt("event id"))?,
+            attempt: r.get(5)?,
+            started_at: from_ms(r.get(6)?),
+            duration_ms: r.get::<_, i64>(7)? as u64,
+            status_code: r.get(8)?,
+            outcome: r.get(9)?,
+            error: r.get(10)?,
+            response_excerpt: r.get(11)?,
+        },
+    ))
 }

@@ -53,11 +53,10 @@ fn filters_of(conn: &Connection, sub: &str) -> rusqlite::Result<Option<Vec<Event
         .optional()?;
     let Some(raw) = raw else { return Ok(None) };
     let list: Vec<String> = serde_json::from_str(&raw).map_err(|_| corrupt("filters"))?;
-    Ok(Some(
-        list.iter()
-            .filter_map(|f| EventFilter::parse(f).ok())
-            .collect(),
-    ))
+    list.iter()
+        .map(|f| EventFilter::parse(f).map_err(|_| corrupt("filter")))
+        .collect::<rusqlite::Result<_>>()
+        .map(Some)
 }
 
 /// Whether the subscription already has this event delivered or queued.
@@ -96,7 +95,12 @@ fn step(conn: &Connection, sub: &str) -> rusqlite::Result<BackfillStep> {
     let Some(mut c) = cursor else {
         return Ok(BackfillStep::Done);
     };
-    let Some(filters) = filters_of(conn, sub)? else {
+    let filters = filters_of(conn, sub).map_err(|why| {
+        // Its filters cannot be read: the job ends, the subscription is
+        // kept as it is.
+        crate::record::unreadable("subscription", sub, &why.to_string());
+    });
+    let Ok(Some(filters)) = filters else {
         conn.execute(
             "DELETE FROM backfill_jobs WHERE subscription_id = ?1",
             params![sub],
@@ -120,7 +124,13 @@ fn step(conn: &Connection, sub: &str) -> rusqlite::Result<BackfillStep> {
     let mut result = BackfillStep::Skipped;
     for (id, ty, at) in rows {
         (c.at, c.id) = (at, id.clone());
-        let matches = EventType::parse(&ty).is_ok_and(|t| filters.iter().any(|f| f.matches(&t)));
+        let matches = match EventType::parse(&ty) {
+            Ok(t) => filters.iter().any(|f| f.matches(&t)),
+            Err(e) => {
+                crate::record::unreadable("event", &id, &e.to_string());
+                false
+            }
+        };
         if matches && !has_it(conn, sub, &id)? {
             queue(conn, &c, sub, &id, &ty)?;
             result = BackfillStep::Queued;
@@ -140,15 +150,18 @@ impl SqliteStore {
         self.read(|conn| {
             conn.prepare_cached("SELECT subscription_id, tenant, started_at FROM backfill_jobs")?
                 .query_map([], |r| {
-                    Ok(BackfillJob {
-                        subscription_id: SubscriptionId::parse(&r.get::<_, String>(0)?)
-                            .map_err(|_| corrupt("subscription id"))?,
-                        tenant: TenantId::parse(&r.get::<_, String>(1)?)
-                            .map_err(|_| corrupt("tenant"))?,
-                        started_at: from_ms(r.get(2)?),
-                    })
-                })?
-                .collect()
+                    let job = || -> rusqlite::Result<_> {
+                        Ok(BackfillJob {
+                            subscription_id: SubscriptionId::parse(&r.get::<_, String>(0)?)
+                                .map_err(|_| corrupt("subscription id"))?,
+                            tenant: TenantId::parse(&r.get::<_, String>(1)?)
+                                .map_err(|_| corrupt("tenant"))?,
+                            started_at: from_ms(r.get(2)?),
+                        })
+                    };
+                    Ok((r.get::<_, String>(0)?, job()))
+                })
+                .and_then(|rows| super::readable("backfill job", rows))
         })
         .await
     }

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use rusqlite::{params, OptionalExtension, Row};
 use time::OffsetDateTime;
 
-use super::{corrupt, from_ms, ms, SqliteStore};
+use super::{corrupt, from_ms, ms, readable, SqliteStore};
 use crate::domain::{
     Attempt, DeadLetter, Delivery, Event, EventId, EventType, Health, Subscription, SubscriptionId,
     TenantId,
@@ -31,6 +31,21 @@ fn delivery_row(r: &Row<'_>) -> rusqlite::Result<Delivery> {
     })
 }
 
+/// A lane head: the delivery and, joined to it, its archived event.
+fn head_row(r: &Row<'_>) -> rusqlite::Result<(Delivery, Option<Event>)> {
+    let d = delivery_row(r)?;
+    let created: Option<i64> = r.get(8)?;
+    let payload: Option<Vec<u8>> = r.get(9)?;
+    let event = created.zip(payload).map(|(at, body)| Event {
+        id: d.event_id.clone(),
+        tenant: d.tenant.clone(),
+        event_type: d.event_type.clone(),
+        created_at: from_ms(at),
+        payload: bytes::Bytes::from(body),
+    });
+    Ok((d, event))
+}
+
 fn dead_letter_row(r: &Row<'_>) -> rusqlite::Result<(i64, DeadLetter)> {
     Ok((
         r.get(0)?,
@@ -41,11 +56,34 @@ fn dead_letter_row(r: &Row<'_>) -> rusqlite::Result<(i64, DeadLetter)> {
             event_type: EventType::parse(&r.get::<_, String>(3)?).map_err(|_| corrupt("type"))?,
             attempts: r.get(4)?,
             last_status_code: r.get(5)?,
-            reason: r.get::<_, Option<String>>(6)?.unwrap_or_default(),
+            reason: r.get(6)?,
             first_attempt_at: r.get::<_, Option<i64>>(7)?.map(from_ms),
-            parked_at: from_ms(r.get::<_, Option<i64>>(8)?.unwrap_or_default()),
+            parked_at: from_ms(r.get(8)?),
         },
     ))
+}
+
+fn view_row(r: &Row<'_>) -> rusqlite::Result<DeliveryView> {
+    let attempts: u32 = r.get(2)?;
+    let state = match (r.get::<_, String>(1)?.as_str(), attempts) {
+        ("pending" | "held", 0) => "pending",
+        ("held", _) => "retrying",
+        ("pending", _) => "retrying",
+        ("delivered", _) => "delivered",
+        ("parked", _) => "parked",
+        ("dropped", _) => "dropped",
+        _ => return Err(corrupt("delivery state")),
+    };
+    Ok(DeliveryView {
+        subscription_id: SubscriptionId::parse(&r.get::<_, String>(0)?)
+            .map_err(|_| corrupt("subscription id"))?,
+        state,
+        attempts,
+        last_status_code: r.get(3)?,
+        next_attempt_at: (matches!(state, "pending" | "retrying"))
+            .then(|| r.get::<_, i64>(4).map(from_ms))
+            .transpose()?,
+    })
 }
 
 #[async_trait]
@@ -157,9 +195,9 @@ impl DeliveryQueue for SqliteStore {
             )?
             .query_map(
                 params![tenant.as_str(), after.unwrap_or(0), sub, limit as i64],
-                dead_letter_row,
-            )?
-            .collect()
+                |r| Ok((r.get::<_, i64>(0)?, dead_letter_row(r))),
+            )
+            .and_then(|rows| readable("parked delivery", rows))
         })
         .await
     }
@@ -184,8 +222,10 @@ impl DeliveryQueue for SqliteStore {
                        SELECT 1 FROM subscriptions s WHERE s.id = d.subscription_id AND s.deleted_at IS NULL) \
                      ORDER BY seq"
                 ))?
-                .query_map(params![tenant.as_str(), sub], delivery_row)?
-                .collect::<rusqlite::Result<_>>()?;
+                .query_map(params![tenant.as_str(), sub], |r| {
+                    Ok((r.get::<_, i64>(0)?, delivery_row(r)))
+                })
+                .and_then(|rows| readable("parked delivery", rows))?;
             let mut replayed = Vec::new();
             for d in parked {
                 if let Some(ids) = &events {
@@ -226,27 +266,9 @@ impl DeliveryQueue for SqliteStore {
                  WHERE tenant = ?1 AND event_id = ?2 ORDER BY subscription_id",
             )?
             .query_map(params![tenant.as_str(), event_id.as_str()], |r| {
-                let attempts: u32 = r.get(2)?;
-                let state = match (r.get::<_, String>(1)?.as_str(), attempts) {
-                    ("pending" | "held", 0) => "pending",
-                    ("held", _) => "retrying",
-                    ("pending", _) => "retrying",
-                    ("delivered", _) => "delivered",
-                    ("parked", _) => "parked",
-                    _ => "dropped",
-                };
-                Ok(DeliveryView {
-                    subscription_id: SubscriptionId::parse(&r.get::<_, String>(0)?)
-                        .map_err(|_| corrupt("subscription id"))?,
-                    state,
-                    attempts,
-                    last_status_code: r.get(3)?,
-                    next_attempt_at: (matches!(state, "pending" | "retrying"))
-                        .then(|| r.get::<_, i64>(4).map(from_ms))
-                        .transpose()?,
-                })
-            })?
-            .collect()
+                Ok((r.get::<_, String>(0)?, view_row(r)))
+            })
+            .and_then(|rows| readable("delivery", rows))
         })
         .await
     }
@@ -313,6 +335,14 @@ impl Lane {
             Self::Backfill => "backfill",
         }
     }
+
+    fn parse(raw: &str) -> rusqlite::Result<Self> {
+        match raw {
+            "live" => Ok(Self::Live),
+            "backfill" => Ok(Self::Backfill),
+            _ => Err(corrupt("lane")),
+        }
+    }
 }
 
 impl SqliteStore {
@@ -331,11 +361,48 @@ impl SqliteStore {
     /// subscription. (Every read transaction after a commit starts from an
     /// emptied page cache, so one read instead of two is measurably
     /// cheaper.) The event is `None` when it is no longer archived.
+    ///
+    /// A head row that does not parse is parked with the reason (and
+    /// reported), and the next row is read: one bad record never stops its
+    /// lane. Each round parks a pending row, so this ends.
     pub async fn lane_head_with_event(
         &self,
         sub: &SubscriptionId,
         lane: Lane,
     ) -> StoreResult<Option<(Delivery, Option<Event>)>> {
+        loop {
+            match self.read_lane_head(sub, lane).await? {
+                None => return Ok(None),
+                Some((_, Ok(head))) => return Ok(Some(head)),
+                Some((seq, Err(why))) => self.park_unreadable(seq, &why.to_string()).await?,
+            }
+        }
+    }
+
+    /// Parks a queued delivery whose row does not parse, with the reason.
+    async fn park_unreadable(&self, seq: i64, why: &str) -> StoreResult<()> {
+        crate::record::unreadable("delivery", &seq.to_string(), why);
+        let reason = format!("the stored delivery does not parse: {why}");
+        let now = ms(OffsetDateTime::now_utc());
+        self.write_relaxed(move |conn| {
+            conn.prepare_cached(
+                "UPDATE deliveries SET state = 'parked', reason = ?2, parked_at = ?3, updated_at = ?3 \
+                 WHERE seq = ?1 AND state = 'pending'",
+            )?
+            .execute(params![seq, reason, now])
+            .map(|_| ())
+        })
+        .await
+    }
+
+    /// The head row of a lane: its key, and the delivery and event read
+    /// from it, or why they do not parse.
+    #[allow(clippy::type_complexity)]
+    async fn read_lane_head(
+        &self,
+        sub: &SubscriptionId,
+        lane: Lane,
+    ) -> StoreResult<Option<(i64, rusqlite::Result<(Delivery, Option<Event>)>)>> {
         let sub = sub.clone();
         self.read(move |conn| {
             conn.prepare_cached(
@@ -346,17 +413,7 @@ impl SqliteStore {
                  ORDER BY d.seq LIMIT 1",
             )?
             .query_row(params![sub.as_str(), lane.as_str()], |r| {
-                let d = delivery_row(r)?;
-                let created: Option<i64> = r.get(8)?;
-                let payload: Option<Vec<u8>> = r.get(9)?;
-                let event = created.zip(payload).map(|(at, body)| Event {
-                    id: d.event_id.clone(),
-                    tenant: d.tenant.clone(),
-                    event_type: d.event_type.clone(),
-                    created_at: from_ms(at),
-                    payload: bytes::Bytes::from(body),
-                });
-                Ok((d, event))
+                Ok((r.get::<_, i64>(0)?, head_row(r)))
             })
             .optional()
         })
@@ -370,14 +427,17 @@ impl SqliteStore {
                 "SELECT DISTINCT tenant, subscription_id, lane FROM deliveries WHERE state = 'pending'",
             )?
             .query_map([], |r| {
-                Ok((
-                    TenantId::parse(&r.get::<_, String>(0)?).map_err(|_| corrupt("tenant"))?,
-                    SubscriptionId::parse(&r.get::<_, String>(1)?)
-                        .map_err(|_| corrupt("subscription id"))?,
-                    if r.get::<_, String>(2)? == "backfill" { Lane::Backfill } else { Lane::Live },
-                ))
-            })?
-            .collect()
+                let lane = || -> rusqlite::Result<_> {
+                    Ok((
+                        TenantId::parse(&r.get::<_, String>(0)?).map_err(|_| corrupt("tenant"))?,
+                        SubscriptionId::parse(&r.get::<_, String>(1)?)
+                            .map_err(|_| corrupt("subscription id"))?,
+                        Lane::parse(&r.get::<_, String>(2)?)?,
+                    ))
+                };
+                Ok((r.get::<_, String>(1)?, lane()))
+            })
+            .and_then(|rows| readable("lane", rows))
         })
         .await
     }

@@ -90,17 +90,41 @@ impl EventArchive for SqliteStore {
 }
 
 impl SqliteStore {
-    /// The oldest fan-out jobs, in acceptance order, with their events.
+    /// The oldest fan-out jobs, in acceptance order, with their events. A
+    /// job whose event does not parse cannot be fanned out: it is reported
+    /// and its job closed, and the event row is kept.
     pub async fn pending_fan_outs(&self, limit: usize) -> StoreResult<Vec<(i64, Event)>> {
-        self.read(move |conn| {
-            conn.prepare_cached(
-                "SELECT j.seq, e.tenant, e.id, e.type, e.created_at, e.payload FROM fanout_jobs j \
-                 JOIN events e ON e.tenant = j.tenant AND e.id = j.event_id ORDER BY j.seq LIMIT ?1",
-            )?
-            .query_map(params![limit as i64], |r| Ok((r.get(0)?, event_at(r, 1)?)))?
-            .collect()
-        })
-        .await
+        let rows = self
+            .read(move |conn| {
+                conn.prepare_cached(
+                    "SELECT j.seq, e.tenant, e.id, e.type, e.created_at, e.payload FROM fanout_jobs j \
+                     JOIN events e ON e.tenant = j.tenant AND e.id = j.event_id ORDER BY j.seq LIMIT ?1",
+                )?
+                .query_map(params![limit as i64], |r| {
+                    Ok((r.get::<_, i64>(0)?, event_at(r, 1)))
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()
+            })
+            .await?;
+        let mut jobs = Vec::with_capacity(rows.len());
+        let mut unreadable = Vec::new();
+        for (seq, event) in rows {
+            match event {
+                Ok(e) => jobs.push((seq, e)),
+                Err(why) => {
+                    crate::record::unreadable(
+                        "event",
+                        &format!("fan-out job {seq}"),
+                        &why.to_string(),
+                    );
+                    unreadable.push(seq);
+                }
+            }
+        }
+        if !unreadable.is_empty() {
+            self.complete_fan_outs(unreadable).await?;
+        }
+        Ok(jobs)
     }
 
     /// Marks fan-out jobs done (after their deliveries are enqueued).

@@ -206,7 +206,9 @@ fn writer_loop(conn: Connection, rx: mpsc::Receiver<Job>) {
         let commit_err = match cached(&conn, "COMMIT") {
             Ok(()) => None,
             Err(e) => {
-                let _ = cached(&conn, "ROLLBACK");
+                if let Err(rollback) = cached(&conn, "ROLLBACK") {
+                    tracing::error!(error = %rollback, "rolling back a failed commit failed");
+                }
                 Some(e.to_string())
             }
         };
@@ -236,9 +238,13 @@ fn run_group(conn: &Connection, group: Vec<Job>) -> Vec<Reply> {
         }
         let (ok, reply) = (job.run)(conn);
         if !ok {
-            let _ = cached(conn, "ROLLBACK TO job");
+            if let Err(e) = cached(conn, "ROLLBACK TO job") {
+                tracing::error!(error = %e, "undoing a failed write failed");
+            }
         }
-        let _ = cached(conn, "RELEASE job");
+        if let Err(e) = cached(conn, "RELEASE job") {
+            tracing::error!(error = %e, "releasing a write's savepoint failed");
+        }
         replies.push(reply);
     }
     replies
@@ -249,6 +255,24 @@ pub(crate) use crate::record::{from_ms, ms};
 /// A column that failed to parse back into a domain value.
 pub(crate) fn corrupt(what: &str) -> rusqlite::Error {
     rusqlite::Error::InvalidColumnName(format!("stored {what} does not parse"))
+}
+
+/// The rows of a list read that parse, each row given as its key and its
+/// parse. A row that does not parse stays in the database, is reported
+/// with its key ([`crate::record::unreadable`]) and is left out: one bad
+/// record never fails a list. A failure to read at all still fails it.
+pub(crate) fn readable<K: std::fmt::Display, T>(
+    kind: &str,
+    rows: impl Iterator<Item = rusqlite::Result<(K, rusqlite::Result<T>)>>,
+) -> rusqlite::Result<Vec<T>> {
+    let mut out = Vec::new();
+    for row in rows {
+        match row? {
+            (_, Ok(value)) => out.push(value),
+            (key, Err(e)) => crate::record::unreadable(kind, &key.to_string(), &e.to_string()),
+        }
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

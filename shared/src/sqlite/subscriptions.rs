@@ -4,7 +4,7 @@
 use async_trait::async_trait;
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
-use super::{corrupt, from_ms, ms, SqliteStore};
+use super::{corrupt, from_ms, ms, readable, SqliteStore};
 use crate::domain::{
     EventFilter, EventType, Health, PreviousSecret, Subscription, SubscriptionId,
     SubscriptionStatus, TenantId,
@@ -46,6 +46,11 @@ fn from_row(r: &Row<'_>) -> rusqlite::Result<Subscription> {
         created_at: from_ms(r.get(13)?),
         updated_at: from_ms(r.get(14)?),
     })
+}
+
+/// A row's id and the subscription read from it (for list reads).
+fn keyed(r: &Row<'_>) -> rusqlite::Result<(String, rusqlite::Result<Subscription>)> {
+    Ok((r.get(0)?, from_row(r)))
 }
 
 fn write_filters(conn: &Connection, sub: &Subscription) -> rusqlite::Result<()> {
@@ -140,8 +145,8 @@ impl SubscriptionStore for SqliteStore {
             conn.prepare_cached(&format!(
                 "SELECT {COLUMNS} FROM subscriptions WHERE tenant = ?1 AND id > ?2 AND deleted_at IS NULL ORDER BY id LIMIT ?3"
             ))?
-            .query_map(params![tenant.as_str(), after, limit as i64], from_row)?
-            .collect()
+            .query_map(params![tenant.as_str(), after, limit as i64], keyed)
+            .and_then(|rows| readable("subscription", rows))
         })
         .await
     }
@@ -223,8 +228,8 @@ impl SubscriptionStore for SqliteStore {
             args.push(after.into());
             args.push((limit as i64).into());
             conn.prepare_cached(&sql)?
-                .query_map(rusqlite::params_from_iter(args), from_row)?
-                .collect()
+                .query_map(rusqlite::params_from_iter(args), keyed)
+                .and_then(|rows| readable("subscription", rows))
         })
         .await
     }

@@ -156,3 +156,82 @@ fn cached_statements_are_not_recompiled_when_bound_again() {
         "the statement was recompiled on rebinding"
     );
 }
+
+fn delivery_of(sub: &crate::domain::Subscription, n: u32) -> crate::ports::NewDelivery {
+    crate::ports::NewDelivery {
+        tenant: sub.tenant.clone(),
+        subscription_id: sub.id.clone(),
+        event_id: crate::domain::EventId::parse(&format!("evt_{n}")).unwrap(),
+        event_type: crate::domain::EventType::parse("a.b").unwrap(),
+        spill: false,
+        event: None,
+    }
+}
+
+#[tokio::test]
+async fn a_queued_delivery_that_does_not_parse_is_parked_with_the_reason_reported_and_kept() {
+    let h = open();
+    let t = crate::domain::TenantId::parse("corrupt").unwrap();
+    let sub = contract::subscription(&t, &["*"]);
+    h.store.insert(&sub).await.unwrap();
+    h.store
+        .enqueue(&[delivery_of(&sub, 1), delivery_of(&sub, 2)])
+        .await
+        .unwrap();
+    h.store
+        .write(|conn| {
+            conn.execute(
+                "UPDATE deliveries SET event_type = 'not a type!' WHERE event_id = 'evt_1'",
+                [],
+            )
+        })
+        .await
+        .unwrap();
+    let before = crate::record::UNREADABLE.load(std::sync::atomic::Ordering::SeqCst);
+
+    let head = h.store.lane_head(&sub.id, super::Lane::Live).await.unwrap();
+    assert_eq!(
+        head.map(|d| d.event_id.as_str().to_owned()).as_deref(),
+        Some("evt_2"),
+        "the lane goes on past the unreadable delivery"
+    );
+    let (state, reason): (String, String) = h
+        .store
+        .read(|conn| {
+            conn.query_row(
+                "SELECT state, reason FROM deliveries WHERE event_id = 'evt_1'",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+        })
+        .await
+        .unwrap();
+    assert_eq!(state, "parked", "kept and parked, not deleted");
+    assert!(reason.contains("does not parse"), "{reason}");
+    let after = crate::record::UNREADABLE.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(after > before, "counted");
+
+    // Lists leave the unreadable row out, count it, and still answer.
+    let views = h
+        .store
+        .event_deliveries(&t, &crate::domain::EventId::parse("evt_2").unwrap())
+        .await
+        .unwrap();
+    assert_eq!(views.len(), 1);
+    h.store
+        .write(|conn| {
+            conn.execute(
+                "UPDATE deliveries SET state = 'bogus' WHERE event_id = 'evt_2'",
+                [],
+            )
+        })
+        .await
+        .unwrap();
+    let views = h
+        .store
+        .event_deliveries(&t, &crate::domain::EventId::parse("evt_2").unwrap())
+        .await
+        .unwrap();
+    assert!(views.is_empty(), "an unknown state is not read as another");
+    assert!(crate::record::UNREADABLE.load(std::sync::atomic::Ordering::SeqCst) > after);
+}

@@ -16,8 +16,9 @@ use std::time::Duration;
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use hooklane_core::domain::{Delivery, Event, EventId, EventType, SubscriptionId, TenantId};
 use hooklane_core::engine::{Engine, Step};
+use hooklane_core::ports::StoreError;
 use time::OffsetDateTime;
-use tracing::{error, warn};
+use tracing::error;
 
 use super::{run_groups, Outcome};
 use crate::messages::DeliveryMessage;
@@ -60,23 +61,48 @@ struct Parsed {
     carried: Option<Event>,
 }
 
-fn parse(m: &SqsMessage) -> Option<Parsed> {
-    let msg: DeliveryMessage = serde_json::from_str(m.body.as_deref()?).ok()?;
-    let tenant = TenantId::parse(&msg.tenant).ok()?;
-    let event = EventId::parse(&msg.event_id).ok()?;
-    Some(Parsed {
+fn parse(m: &SqsMessage) -> Result<Parsed, String> {
+    let body = m.body.as_deref().ok_or("the message has no body")?;
+    let msg: DeliveryMessage = serde_json::from_str(body).map_err(|e| e.to_string())?;
+    let field = |name: &str, e: hooklane_core::domain::Invalid| format!("{name}: {e}");
+    let tenant = TenantId::parse(&msg.tenant).map_err(|e| field("tenant", e))?;
+    let event = EventId::parse(&msg.event_id).map_err(|e| field("event_id", e))?;
+    Ok(Parsed {
         carried: msg.event.as_ref().and_then(|c| c.event(&tenant, &event)),
-        sub: SubscriptionId::parse(&msg.subscription_id).ok()?,
-        event_type: EventType::parse(&msg.event_type).ok()?,
+        sub: SubscriptionId::parse(&msg.subscription_id)
+            .map_err(|e| field("subscription_id", e))?,
+        event_type: EventType::parse(&msg.event_type).map_err(|e| field("event_type", e))?,
         tenant,
         event,
     })
 }
 
+/// Parks a delivery that cannot be read (its message or its record) with
+/// the reason; the message goes back if even that fails.
+async fn park_unreadable(ctx: &Deliver, m: &SqsMessage, key: &str, why: &str) -> Outcome {
+    let body = m
+        .body
+        .as_deref()
+        .filter(|b| !b.is_empty())
+        .unwrap_or("(empty)");
+    let group = super::group_of(m);
+    match ctx.store.park_unreadable(key, body, &group, why).await {
+        Ok(()) => Outcome::Done,
+        Err(e) => {
+            error!(error = %e, "parking an unreadable delivery failed");
+            Outcome::Poison
+        }
+    }
+}
+
 async fn process(ctx: &Deliver, m: SqsMessage) -> Outcome {
-    let Some(p) = parse(&m) else {
-        warn!(message_id = ?m.message_id, "unreadable delivery message");
-        return Outcome::Poison;
+    let p = match parse(&m) {
+        Ok(p) => p,
+        Err(why) => {
+            let key = format!("message {}", m.message_id.as_deref().unwrap_or("(no id)"));
+            let why = format!("the delivery message does not parse: {why}");
+            return park_unreadable(ctx, &m, &key, &why).await;
+        }
     };
     // A message received for the first time has had no attempt: its
     // record, if any, is a fresh one (a replay's or a backfill's reset) or
@@ -104,6 +130,11 @@ async fn attempt(ctx: &Deliver, m: &SqsMessage, p: &Parsed, read_record: bool) -
     };
     let record = match record {
         Ok(r) => r,
+        Err(StoreError::Unreadable(why)) => {
+            let key = format!("D#{}/E#{}", p.sub, p.event);
+            let why = format!("the delivery record does not parse: {why}");
+            return (park_unreadable(ctx, m, &key, &why).await, false);
+        }
         Err(e) => {
             error!(error = %e, "reading delivery record failed");
             return (Outcome::Retry, false);

@@ -47,23 +47,35 @@ pub async fn handle(ctx: &FanOut, event: SqsEvent) -> SqsBatchResponse {
     batch.response
 }
 
+/// A fan-out message that does not parse fails alone: it is reported, and
+/// the queue's redrive policy moves it to the dead-letter queue after
+/// repeated receives (it names no delivery to park).
+fn unreadable(m: &SqsMessage, why: &str) -> Outcome {
+    let key = format!("message {}", m.message_id.as_deref().unwrap_or("(no id)"));
+    hooklane_core::record::unreadable("fan-out message", &key, why);
+    Outcome::Poison
+}
+
 async fn process(ctx: &FanOut, m: SqsMessage, started: Instant) -> Outcome {
-    let Some(msg) = m
+    let parsed = m
         .body
         .as_deref()
-        .and_then(|b| serde_json::from_str::<FanOutMessage>(b).ok())
-    else {
-        warn!(message_id = ?m.message_id, "unreadable fan-out message");
-        return Outcome::Poison;
-    };
-    let Ok(tenant) = TenantId::parse(&msg.tenant) else {
-        return Outcome::Poison;
+        .ok_or_else(|| "the message has no body".to_owned())
+        .and_then(|b| serde_json::from_str::<FanOutMessage>(b).map_err(|e| e.to_string()))
+        .and_then(|msg| match TenantId::parse(&msg.tenant) {
+            Ok(tenant) => Ok((msg, tenant)),
+            Err(e) => Err(format!("tenant: {e}")),
+        });
+    let (msg, tenant) = match parsed {
+        Ok(parsed) => parsed,
+        Err(why) => return unreadable(&m, &why),
     };
     if let Some(job) = &msg.backfill {
         return backfill(ctx, &m, &tenant, job).await;
     }
-    let Ok(event_id) = EventId::parse(&msg.event_id) else {
-        return Outcome::Poison;
+    let event_id = match EventId::parse(&msg.event_id) {
+        Ok(id) => id,
+        Err(e) => return unreadable(&m, &format!("event_id: {e}")),
     };
     let carried = msg.event.as_ref().and_then(|c| c.event(&tenant, &event_id));
     let archived = match carried {

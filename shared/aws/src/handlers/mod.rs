@@ -44,7 +44,7 @@ pub enum Outcome {
 }
 
 /// The group of a record (`MessageGroupId`), or its own id when absent.
-fn group_of(m: &SqsMessage) -> String {
+pub(crate) fn group_of(m: &SqsMessage) -> String {
     m.attributes
         .get("MessageGroupId")
         .cloned()

@@ -6,7 +6,10 @@ use hooklane_core::domain::{Attempt, AttemptId, EventId, SubscriptionId, TenantI
 use hooklane_core::ports::{AttemptLog, StoreResult};
 use hooklane_core::record::{from_ms, ms};
 
-use super::{backend, corrupt, get_n, get_s, padded, time_seq, AwsStore, Item, RETENTION_SECS};
+use super::{
+    backend, corrupt, get_n, get_s, padded, readable, required_n, time_seq, AwsStore, Item,
+    RETENTION_SECS,
+};
 use crate::{n, s};
 
 fn log_pk(tenant: &TenantId, sub: &SubscriptionId) -> String {
@@ -26,9 +29,9 @@ fn from_item(item: &Item) -> StoreResult<(i64, Attempt)> {
             subscription_id: SubscriptionId::parse(text("subscription_id")?)
                 .map_err(|_| corrupt("subscription id"))?,
             event_id: EventId::parse(text("event_id")?).map_err(|_| corrupt("event id"))?,
-            attempt: get_n(item, "attempt").unwrap_or(0) as u32,
-            started_at: from_ms(get_n(item, "started_at").unwrap_or(0)),
-            duration_ms: get_n(item, "duration_ms").unwrap_or(0) as u64,
+            attempt: required_n(item, "attempt")? as u32,
+            started_at: from_ms(required_n(item, "started_at")?),
+            duration_ms: required_n(item, "duration_ms")? as u64,
             status_code: get_n(item, "status_code").map(|c| c as u16),
             outcome: text("outcome")?.to_owned(),
             error: get_s(item, "error").map(str::to_owned),
@@ -91,11 +94,13 @@ impl AttemptLog for AwsStore {
             .send()
             .await
             .map_err(backend)?;
-        resp.items
-            .unwrap_or_default()
-            .iter()
-            .filter(|i| get_n(i, "expires_at").is_none_or(|exp| exp >= now))
-            .map(from_item)
-            .collect()
+        let mut out = Vec::new();
+        for item in resp.items.unwrap_or_default() {
+            if get_n(&item, "expires_at").is_some_and(|exp| exp < now) {
+                continue;
+            }
+            out.extend(readable("attempt", &item, from_item(&item))?);
+        }
+        Ok(out)
     }
 }

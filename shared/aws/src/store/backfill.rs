@@ -114,10 +114,13 @@ impl AwsStore {
                 .await
                 .map_err(backend)?;
             for i in resp.items.unwrap_or_default() {
-                if let (Some(at), Some(id), Some(ty)) =
-                    (get_n(&i, "created_at"), get_s(&i, "id"), get_s(&i, "type"))
-                {
-                    out.push((at, id.to_owned(), ty.to_owned()));
+                match (get_n(&i, "created_at"), get_s(&i, "id"), get_s(&i, "type")) {
+                    (Some(at), Some(id), Some(ty)) => out.push((at, id.to_owned(), ty.to_owned())),
+                    _ => hooklane_core::record::unreadable(
+                        "event",
+                        &super::key_of(&i),
+                        "an archived event lacks its time, id or type",
+                    ),
                 }
             }
             match resp.last_evaluated_key {
@@ -187,11 +190,15 @@ impl AwsStore {
         while next < events.len() && batch.len() < budget {
             let (_, id, ty) = &events[next];
             next += 1;
-            let matches =
-                EventType::parse(ty).is_ok_and(|t| sub.filters.iter().any(|f| f.matches(&t)));
-            let Ok(event) = EventId::parse(id) else {
-                continue;
+            let (event, event_type) = match (EventId::parse(id), EventType::parse(ty)) {
+                (Ok(event), Ok(event_type)) => (event, event_type),
+                _ => {
+                    let why = "an archived event's id or type does not parse";
+                    hooklane_core::record::unreadable("event", id, why);
+                    continue;
+                }
             };
+            let matches = sub.filters.iter().any(|f| f.matches(&event_type));
             if matches && self.reset_to_pending(&sub.id, &event, true).await? {
                 batch.push(DeliveryMessage {
                     lane: Some("backfill".into()),

@@ -22,8 +22,8 @@ use hooklane_core::record::{from_ms, ms};
 use time::OffsetDateTime;
 
 use super::{
-    backend, corrupt, get_n, get_s, is_condition_failed, padded, time_seq, took_effect, AwsStore,
-    Item, RETENTION_SECS,
+    backend, corrupt, get_n, get_s, is_condition_failed, padded, readable, required_n, time_seq,
+    took_effect, AwsStore, Item, RETENTION_SECS,
 };
 use crate::messages::{dedup_id, CarriedEvent, DeliveryMessage};
 use crate::{n, s};
@@ -226,12 +226,15 @@ impl AwsStore {
         let item = self
             .get_consistent(record_pk(sub), record_sk(event))
             .await?;
-        Ok(item.map(|i| DeliveryRecord {
-            state: get_s(&i, "state").unwrap_or("pending").to_owned(),
-            attempts: get_n(&i, "attempts").unwrap_or(0) as u32,
-            first_attempt_at: get_n(&i, "first_attempt_at").map(from_ms),
-            next_attempt_at: get_n(&i, "next_attempt_at").map(from_ms),
-        }))
+        item.map(|i| {
+            Ok(DeliveryRecord {
+                state: state_of(&i)?.to_owned(),
+                attempts: required_n(&i, "attempts")? as u32,
+                first_attempt_at: get_n(&i, "first_attempt_at").map(from_ms),
+                next_attempt_at: get_n(&i, "next_attempt_at").map(from_ms),
+            })
+        })
+        .transpose()
     }
 
     async fn park_to_dlq(&self, d: &Delivery, reason: &str, last: &Attempt) -> StoreResult<()> {
@@ -279,6 +282,36 @@ impl AwsStore {
                 &ms(last.started_at).to_string(),
             ]))
             .message_body(serde_json::to_string(&msg).map_err(backend)?)
+            .set_message_attributes(Some(attrs))
+            .send()
+            .await
+            .map_err(backend)?;
+        Ok(())
+    }
+}
+
+impl AwsStore {
+    /// Parks a delivery whose message or record does not parse: reports it
+    /// with its key, and sends the message's body as it is to the
+    /// dead-letter queue with the reason, where operators find it
+    /// (`hooklane dlq list` shows the attributes).
+    pub(crate) async fn park_unreadable(
+        &self,
+        key: &str,
+        body: &str,
+        group: &str,
+        why: &str,
+    ) -> StoreResult<()> {
+        hooklane_core::record::unreadable("delivery", key, why);
+        let mut attrs: HashMap<String, MessageAttributeValue> = HashMap::new();
+        attrs.insert("reason".into(), attr(truncate(why, 1000), false)?);
+        attrs.insert("unreadable".into(), attr(key, false)?);
+        self.sqs
+            .send_message()
+            .queue_url(&self.settings.dlq_url)
+            .message_group_id(group)
+            .message_deduplication_id(dedup_id(&[key, body]))
+            .message_body(body)
             .set_message_attributes(Some(attrs))
             .send()
             .await
@@ -475,7 +508,9 @@ impl DeliveryQueue for AwsStore {
                 if get_s(&item, "state") != Some("parked") {
                     continue;
                 }
-                let dl = dead_letter(&item)?;
+                let Some(dl) = readable("parked delivery", &item, dead_letter(&item))? else {
+                    continue;
+                };
                 if subscription.is_some_and(|s| s != &dl.1.subscription_id) {
                     continue;
                 }
@@ -541,12 +576,10 @@ impl DeliveryQueue for AwsStore {
             .send()
             .await
             .map_err(backend)?;
-        let mut views: Vec<DeliveryView> = resp
-            .items
-            .unwrap_or_default()
-            .iter()
-            .map(view)
-            .collect::<StoreResult<_>>()?;
+        let mut views: Vec<DeliveryView> = Vec::new();
+        for item in resp.items.unwrap_or_default() {
+            views.extend(readable("delivery", &item, view(&item))?);
+        }
         // Records appear at the first attempt: a matching subscription that
         // existed when the event was accepted and has no record is pending.
         if let Some(event) = hooklane_core::ports::EventArchive::get(self, tenant, event_id).await?
@@ -578,9 +611,17 @@ impl DeliveryQueue for AwsStore {
     }
 }
 
+/// A record's state: one of those the adapter writes.
+fn state_of(item: &Item) -> StoreResult<&str> {
+    match get_s(item, "state") {
+        Some(state @ ("pending" | "held" | "delivered" | "parked" | "dropped")) => Ok(state),
+        _ => Err(corrupt("delivery state")),
+    }
+}
+
 fn view(item: &Item) -> StoreResult<DeliveryView> {
-    let attempts = get_n(item, "attempts").unwrap_or(0) as u32;
-    let state = match (get_s(item, "state").unwrap_or("pending"), attempts) {
+    let attempts = required_n(item, "attempts")? as u32;
+    let state = match (state_of(item)?, attempts) {
         ("pending" | "held", 0) => "pending",
         ("held", _) => "retrying",
         ("pending", _) => "retrying",
@@ -588,9 +629,9 @@ fn view(item: &Item) -> StoreResult<DeliveryView> {
         ("parked", _) => "parked",
         _ => "dropped",
     };
+    let sub = get_s(item, "subscription_id").ok_or_else(|| corrupt("subscription id"))?;
     Ok(DeliveryView {
-        subscription_id: SubscriptionId::parse(get_s(item, "subscription_id").unwrap_or(""))
-            .map_err(|_| corrupt("subscription id"))?,
+        subscription_id: SubscriptionId::parse(sub).map_err(|_| corrupt("subscription id"))?,
         state,
         attempts,
         last_status_code: get_n(item, "last_status").map(|c| c as u16),
@@ -612,11 +653,11 @@ fn dead_letter(item: &Item) -> StoreResult<(i64, DeadLetter)> {
                 .map_err(|_| corrupt("subscription id"))?,
             event_id: EventId::parse(text("event_id")?).map_err(|_| corrupt("event id"))?,
             event_type: EventType::parse(text("event_type")?).map_err(|_| corrupt("event type"))?,
-            attempts: get_n(item, "attempts").unwrap_or(0) as u32,
+            attempts: required_n(item, "attempts")? as u32,
             last_status_code: get_n(item, "last_status").map(|c| c as u16),
             reason: text("reason")?.to_owned(),
             first_attempt_at: get_n(item, "first_attempt_at").map(from_ms),
-            parked_at: from_ms(get_n(item, "parked_at").unwrap_or(0)),
+            parked_at: from_ms(required_n(item, "parked_at")?),
         },
     ))
 }

@@ -11,7 +11,7 @@ use hooklane_core::record::{from_ms, ms};
 
 use super::subscriptions::tenant_pk;
 use super::{
-    backend, corrupt, get_n, get_s, is_condition_failed, took_effect, AwsStore, Item,
+    backend, corrupt, get_n, get_s, is_condition_failed, key_of, took_effect, AwsStore, Item,
     RETENTION_SECS,
 };
 use crate::messages::{body_within, dedup_id, CarriedEvent, FanOutMessage, CARRY_LIMIT};
@@ -136,11 +136,20 @@ impl AwsStore {
         tenant: &TenantId,
         id: &EventId,
     ) -> StoreResult<Option<hooklane_core::domain::SubscriptionId>> {
-        Ok(self
-            .get_event_item(tenant, id)
-            .await?
-            .and_then(|i| get_s(&i, "fanout_after").map(str::to_owned))
-            .and_then(|c| hooklane_core::domain::SubscriptionId::parse(&c).ok()))
+        let Some(item) = self.get_event_item(tenant, id).await? else {
+            return Ok(None);
+        };
+        let Some(cursor) = get_s(&item, "fanout_after") else {
+            return Ok(None);
+        };
+        match hooklane_core::domain::SubscriptionId::parse(cursor) {
+            Ok(after) => Ok(Some(after)),
+            Err(e) => {
+                // Fan-out is idempotent: it starts over from the first page.
+                hooklane_core::record::unreadable("fan-out cursor", &key_of(&item), &e.0);
+                Ok(None)
+            }
+        }
     }
 
     /// Saves where an interrupted fan-out resumes.

@@ -185,7 +185,48 @@ pub(crate) fn get_n(item: &Item, key: &str) -> Option<i64> {
         .and_then(|n| n.parse().ok())
 }
 
+/// Reads a number attribute that every item of its kind has.
+pub(crate) fn required_n(item: &Item, key: &str) -> StoreResult<i64> {
+    get_n(item, key).ok_or_else(|| corrupt(key))
+}
+
 /// A stored item that does not parse back.
 pub(crate) fn corrupt(what: &str) -> StoreError {
-    StoreError::Backend(format!("stored {what} does not parse"))
+    StoreError::Unreadable(format!("stored {what} does not parse"))
+}
+
+/// An item's key, for reports.
+pub(crate) fn key_of(item: &Item) -> String {
+    format!(
+        "{}/{}",
+        get_s(item, "pk").unwrap_or("(no pk)"),
+        get_s(item, "sk").unwrap_or("(no sk)")
+    )
+}
+
+/// Parses one item of a list read: an item that does not parse is kept,
+/// reported with its key ([`hooklane_core::record::unreadable`]) and left
+/// out (`None`), so one bad record never fails a list.
+pub(crate) fn readable<T>(
+    kind: &str,
+    item: &Item,
+    parsed: StoreResult<T>,
+) -> StoreResult<Option<T>> {
+    readable_keyed(kind, &key_of(item), parsed)
+}
+
+/// [`readable`] for an item already consumed by its parse, by its key.
+pub(crate) fn readable_keyed<T>(
+    kind: &str,
+    key: &str,
+    parsed: StoreResult<T>,
+) -> StoreResult<Option<T>> {
+    match parsed {
+        Ok(v) => Ok(Some(v)),
+        Err(StoreError::Unreadable(why)) => {
+            hooklane_core::record::unreadable(kind, key, &why);
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
 }

@@ -242,11 +242,7 @@ impl AwsStore {
         for _ in 0..REFILL_ROUNDS {
             let items = self.spilled_page(&sub.id).await?;
             if !items.is_empty() {
-                let msgs: Vec<DeliveryMessage> = items
-                    .iter()
-                    .filter_map(|i| get_s(i, "message"))
-                    .filter_map(|m| serde_json::from_str(m).ok())
-                    .collect();
+                let msgs = self.refillable(sub, &items).await?;
                 self.send_deliveries(&msgs, "").await?;
                 self.delete_refilled(sub, &items).await?;
                 continue;
@@ -272,6 +268,36 @@ impl AwsStore {
             }
         }
         Ok(())
+    }
+
+    /// The deliveries of a page of spilled items, in order. An item that
+    /// does not parse is parked with the reason (its body goes to the
+    /// dead-letter queue as it is), so that refilling moves it rather than
+    /// losing it.
+    async fn refillable(
+        &self,
+        sub: &Subscription,
+        items: &[Item],
+    ) -> StoreResult<Vec<DeliveryMessage>> {
+        let mut msgs = Vec::with_capacity(items.len());
+        for item in items {
+            let body = get_s(item, "message");
+            match body.map(serde_json::from_str::<DeliveryMessage>) {
+                Some(Ok(m)) => msgs.push(m),
+                Some(Err(e)) => {
+                    let why = format!("the spilled delivery does not parse: {e}");
+                    let body = body.filter(|b| !b.is_empty()).unwrap_or("(empty)");
+                    self.park_unreadable(&super::key_of(item), body, sub.id.as_str(), &why)
+                        .await?;
+                }
+                None => {
+                    let why = "the spilled delivery has no message";
+                    self.park_unreadable(&super::key_of(item), why, sub.id.as_str(), why)
+                        .await?;
+                }
+            }
+        }
+        Ok(msgs)
     }
 
     /// Deletes a deleted subscription's spilled deliveries; returns how many.

@@ -8,7 +8,9 @@ use hooklane_core::domain::{EventType, Health, Subscription, SubscriptionId, Ten
 use hooklane_core::ports::{StoreResult, SubscriptionStore};
 use hooklane_core::record::{ms, SubscriptionRecord};
 
-use super::{backend, corrupt, is_condition_failed, took_effect, AwsStore, Item};
+use super::{
+    backend, corrupt, is_condition_failed, key_of, readable_keyed, took_effect, AwsStore, Item,
+};
 use crate::{n, s};
 
 /// The partition key of a tenant.
@@ -33,7 +35,8 @@ pub(crate) fn from_item(item: Item) -> StoreResult<Option<Subscription>> {
     if item.contains_key("deleted_at") {
         return Ok(None);
     }
-    let rec: SubscriptionRecord = serde_dynamo::from_item(item).map_err(backend)?;
+    let rec: SubscriptionRecord =
+        serde_dynamo::from_item(item).map_err(|_| corrupt("subscription"))?;
     Subscription::try_from(rec)
         .map(Some)
         .map_err(|_| corrupt("subscription"))
@@ -99,7 +102,9 @@ impl AwsStore {
                 .await
                 .map_err(backend)?;
             for item in resp.items.unwrap_or_default() {
-                let Some(sub) = from_item(item)? else {
+                let key = key_of(&item);
+                let Some(sub) = readable_keyed("subscription", &key, from_item(item))?.flatten()
+                else {
                     continue;
                 };
                 if after.is_some_and(|a| &sub.id == a) || !keep(&sub) {
