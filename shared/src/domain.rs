@@ -431,6 +431,22 @@ pub struct DeadLetter {
     pub parked_at: OffsetDateTime,
 }
 
+/// A time as the API and every stored or sent document writes it: RFC 3339,
+/// UTC, with milliseconds.
+pub fn rfc3339(t: OffsetDateTime) -> String {
+    let t = t.to_offset(time::UtcOffset::UTC);
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
+        t.year(),
+        u8::from(t.month()),
+        t.day(),
+        t.hour(),
+        t.minute(),
+        t.second(),
+        t.millisecond()
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

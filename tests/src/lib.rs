@@ -118,8 +118,15 @@ impl Server {
                         prefix: aws::unique_prefix(),
                         visibility: config.attempt_timeout * 6,
                     };
-                    hooklane_aws::local::serve(listener, config, sdk, None, Some(resources), stop)
-                        .await
+                    hooklane_aws::queue_poller::serve(
+                        listener,
+                        config,
+                        sdk,
+                        None,
+                        Some(resources),
+                        stop,
+                    )
+                    .await
                 }
             };
             if let Err(e) = result {

@@ -121,7 +121,7 @@ async fn handler_with(
     ]);
     let config = Config::from_lookup(|k| env.get(k).cloned()).unwrap();
     let engine =
-        hooklane_aws::local::engine(config, &store, &hooklane_tests::aws::sdk().await).unwrap();
+        hooklane_aws::wiring::engine(config, &store, &hooklane_tests::aws::sdk().await).unwrap();
     let tenant = TenantId::parse("acme").unwrap();
     let mut subs = Vec::new();
     for name in names {
@@ -170,7 +170,7 @@ async fn run_batch(
     ctx: &Deliver,
     msgs: &[aws_sdk_sqs::types::Message],
 ) -> aws_lambda_events::event::sqs::SqsBatchResponse {
-    let resp = handle(ctx, hooklane_aws::local::to_event(msgs)).await;
+    let resp = handle(ctx, hooklane_aws::queue_poller::to_event(msgs)).await;
     let failed = failed_ids(&resp);
     for m in msgs {
         if !failed.iter().any(|f| Some(f.as_str()) == m.message_id()) {
@@ -209,7 +209,7 @@ async fn in_a_mixed_batch_only_the_failing_groups_remainder_is_reported() {
     publish_to(&ctx, &subs).await;
     let msgs = receive(&ctx.store, &ctx.store.settings().delivery_queue_url).await;
     assert_eq!(msgs.len(), 4, "two groups of two in one batch");
-    let resp = handle(&ctx, hooklane_aws::local::to_event(&msgs)).await;
+    let resp = handle(&ctx, hooklane_aws::queue_poller::to_event(&msgs)).await;
     assert_eq!(
         failed_ids(&resp),
         ids_of_group(&msgs, &subs[0].0),
@@ -234,7 +234,7 @@ async fn a_finished_groups_messages_are_deleted_while_another_group_of_its_batch
     assert_eq!(msgs.len(), 2, "both groups in one batch");
     let batch = {
         let ctx = ctx.clone();
-        tokio::spawn(async move { handle(&ctx, hooklane_aws::local::to_event(&msgs)).await })
+        tokio::spawn(async move { handle(&ctx, hooklane_aws::queue_poller::to_event(&msgs)).await })
     };
     // Both attempts run at once: either request may reach the receiver first.
     assert!(
@@ -278,7 +278,7 @@ async fn a_redelivery_that_claims_to_be_a_first_receive_still_gets_its_exact_att
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let again = receive_within_10s(&ctx.store, &url).await;
     assert_eq!(again.len(), 1, "the message came back");
-    let mut event = hooklane_aws::local::to_event(&again);
+    let mut event = hooklane_aws::queue_poller::to_event(&again);
     event.records[0]
         .attributes
         .insert("ApproximateReceiveCount".into(), "1".into());
@@ -329,7 +329,7 @@ async fn an_unreadable_message_is_parked_with_the_reason_and_its_group_goes_on()
     poison.body = Some("{not json".into());
     msgs.insert(0, poison);
     let before = unreadable_count();
-    let resp = handle(&ctx, hooklane_aws::local::to_event(&msgs)).await;
+    let resp = handle(&ctx, hooklane_aws::queue_poller::to_event(&msgs)).await;
     assert!(failed_ids(&resp).is_empty(), "parked, so not sent back");
     assert_eq!(
         rx.count("good"),
@@ -384,7 +384,7 @@ async fn a_tombstoned_subscriptions_delivery_is_dropped_not_parked() {
     let event = publish_to(&ctx, &subs).await;
     ctx.store.delete(&subs[0].1, &subs[0].0).await.unwrap();
     let msgs = receive(&ctx.store, &ctx.store.settings().delivery_queue_url).await;
-    let resp = handle(&ctx, hooklane_aws::local::to_event(&msgs)).await;
+    let resp = handle(&ctx, hooklane_aws::queue_poller::to_event(&msgs)).await;
     assert!(
         resp.batch_item_failures.is_empty(),
         "done: deleted from the queue"
@@ -419,7 +419,7 @@ async fn exhaustion_parks_to_the_dead_letter_queue_with_attributes_saying_why() 
     let (ctx, subs) = handler_with("0s", &["down"], &rx).await;
     let event = publish_to(&ctx, &subs).await;
     let msgs = receive(&ctx.store, &ctx.store.settings().delivery_queue_url).await;
-    let resp = handle(&ctx, hooklane_aws::local::to_event(&msgs)).await;
+    let resp = handle(&ctx, hooklane_aws::queue_poller::to_event(&msgs)).await;
     assert!(resp.batch_item_failures.is_empty());
     let parked = ctx.store.dlq_peek(&Default::default(), 10).await.unwrap();
     assert_eq!(parked.len(), 1);

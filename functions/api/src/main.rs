@@ -7,6 +7,6 @@
 async fn main() -> Result<(), lambda_http::Error> {
     hooklane_core::telemetry::init();
     let mode = hooklane_api::AuthMode::from_env()?;
-    let (_store, engine) = hooklane_aws::local::from_env().await?;
+    let (_store, engine) = hooklane_aws::wiring::from_env().await?;
     lambda_http::run(hooklane_api::app(engine, mode)).await
 }

@@ -10,7 +10,7 @@ use lambda_runtime::{service_fn, LambdaEvent};
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
     hooklane_core::telemetry::init();
-    let (store, engine) = hooklane_aws::local::from_env().await?;
+    let (store, engine) = hooklane_aws::wiring::from_env().await?;
     let ctx = Deliver { engine, store };
     let ctx = &ctx;
     lambda_runtime::run(service_fn(|event: LambdaEvent<SqsEvent>| async move {

@@ -12,7 +12,7 @@ use lambda_runtime::{service_fn, LambdaEvent};
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
     hooklane_core::telemetry::init();
-    let (store, engine) = hooklane_aws::local::from_env().await?;
+    let (store, engine) = hooklane_aws::wiring::from_env().await?;
     let ctx = FanOut {
         engine,
         store,

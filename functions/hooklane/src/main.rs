@@ -141,8 +141,15 @@ async fn serve(listen: SocketAddr, store: Store) -> anyhow::Result<()> {
                 visibility: config.attempt_timeout * 6,
             });
             let sdk = hooklane_aws::sdk_config().await;
-            hooklane_aws::local::serve(listener, config, sdk, None, resources, shutdown_signal())
-                .await
+            hooklane_aws::queue_poller::serve(
+                listener,
+                config,
+                sdk,
+                None,
+                resources,
+                shutdown_signal(),
+            )
+            .await
         }
     }
 }

@@ -1,7 +1,9 @@
 //! hooklane on AWS: the DynamoDB and SQS FIFO adapters of every port, the
 //! Lambda handlers (fan-out, delivery) the function crates wrap, the
-//! dead-letter queue operations behind `hooklane dlq`, and a local stand-in
-//! for Lambda's SQS event source mappings (`hooklane serve --backend aws`).
+//! dead-letter queue operations behind `hooklane dlq`, the production
+//! wiring ([`wiring`]), and a queue poller that stands in for Lambda's SQS
+//! event source mappings on one machine ([`queue_poller`], `hooklane serve
+//! --backend aws`).
 //!
 //! Flow on AWS: the API archives an event in DynamoDB and sends it to the
 //! ingest FIFO queue (group = tenant, so a tenant's events fan out in
@@ -16,9 +18,10 @@
 pub mod calls;
 pub mod dlq;
 pub mod handlers;
-pub mod local;
 mod messages;
+pub mod queue_poller;
 mod store;
+pub mod wiring;
 
 pub use store::{AwsStore, Resources};
 
@@ -59,11 +62,11 @@ pub async fn sdk_config() -> aws_config::SdkConfig {
 }
 
 /// A string attribute.
-pub(crate) fn s(v: impl Into<String>) -> AttributeValue {
+pub(crate) fn string_attr(v: impl Into<String>) -> AttributeValue {
     AttributeValue::S(v.into())
 }
 
 /// A number attribute.
-pub(crate) fn n(v: impl ToString) -> AttributeValue {
+pub(crate) fn number_attr(v: impl ToString) -> AttributeValue {
     AttributeValue::N(v.to_string())
 }

@@ -194,17 +194,4 @@ pub fn seq_cursor(cursor: Option<&str>) -> Result<Option<i64>, ApiError> {
         .transpose()
 }
 
-/// RFC 3339 UTC with milliseconds.
-pub fn rfc3339(t: time::OffsetDateTime) -> String {
-    let t = t.to_offset(time::UtcOffset::UTC);
-    format!(
-        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
-        t.year(),
-        u8::from(t.month()),
-        t.day(),
-        t.hour(),
-        t.minute(),
-        t.second(),
-        t.millisecond()
-    )
-}
+pub use crate::domain::rfc3339;

@@ -15,9 +15,8 @@ use time::OffsetDateTime;
 use tracing::warn;
 
 use super::Engine;
-use crate::api::input::rfc3339;
 use crate::domain::{
-    Attempt, AttemptId, Event, EventFilter, EventId, EventType, Health, Subscription,
+    rfc3339, Attempt, AttemptId, Event, EventFilter, EventId, EventType, Health, Subscription,
     SubscriptionId, SubscriptionStatus, TenantId,
 };
 use crate::policy::FailureClass;

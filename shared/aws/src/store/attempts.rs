@@ -10,7 +10,7 @@ use super::{
     backend, corrupt, get_n, get_s, padded, readable, required_n, time_seq, AwsStore, Item,
     RETENTION_SECS,
 };
-use crate::{n, s};
+use crate::{number_attr, string_attr};
 
 fn log_pk(tenant: &TenantId, sub: &SubscriptionId) -> String {
     format!("A#{}#{}", tenant.as_str(), sub.as_str())
@@ -47,28 +47,28 @@ impl AttemptLog for AwsStore {
             .ddb
             .put_item()
             .table_name(&self.settings.table)
-            .item("pk", s(log_pk(&a.tenant, &a.subscription_id)))
-            .item("sk", s(padded(time_seq(a.started_at))))
-            .item("id", s(a.id.as_str()))
-            .item("tenant", s(a.tenant.as_str()))
-            .item("subscription_id", s(a.subscription_id.as_str()))
-            .item("event_id", s(a.event_id.as_str()))
-            .item("attempt", n(a.attempt))
-            .item("started_at", n(ms(a.started_at)))
-            .item("duration_ms", n(a.duration_ms))
-            .item("outcome", s(a.outcome.clone()))
+            .item("pk", string_attr(log_pk(&a.tenant, &a.subscription_id)))
+            .item("sk", string_attr(padded(time_seq(a.started_at))))
+            .item("id", string_attr(a.id.as_str()))
+            .item("tenant", string_attr(a.tenant.as_str()))
+            .item("subscription_id", string_attr(a.subscription_id.as_str()))
+            .item("event_id", string_attr(a.event_id.as_str()))
+            .item("attempt", number_attr(a.attempt))
+            .item("started_at", number_attr(ms(a.started_at)))
+            .item("duration_ms", number_attr(a.duration_ms))
+            .item("outcome", string_attr(a.outcome.clone()))
             .item(
                 "expires_at",
-                n(a.started_at.unix_timestamp() + RETENTION_SECS),
+                number_attr(a.started_at.unix_timestamp() + RETENTION_SECS),
             );
         if let Some(c) = a.status_code {
-            req = req.item("status_code", n(c));
+            req = req.item("status_code", number_attr(c));
         }
         if let Some(e) = &a.error {
-            req = req.item("error", s(e.clone()));
+            req = req.item("error", string_attr(e.clone()));
         }
         if let Some(x) = &a.response_excerpt {
-            req = req.item("response_excerpt", s(x.clone()));
+            req = req.item("response_excerpt", string_attr(x.clone()));
         }
         req.send().await.map_err(backend)?;
         Ok(())
@@ -87,8 +87,8 @@ impl AttemptLog for AwsStore {
             .query()
             .table_name(&self.settings.table)
             .key_condition_expression("pk = :pk AND sk < :before")
-            .expression_attribute_values(":pk", s(log_pk(tenant, subscription)))
-            .expression_attribute_values(":before", s(padded(before.unwrap_or(i64::MAX))))
+            .expression_attribute_values(":pk", string_attr(log_pk(tenant, subscription)))
+            .expression_attribute_values(":before", string_attr(padded(before.unwrap_or(i64::MAX))))
             .scan_index_forward(false)
             .limit(limit.min(1000) as i32)
             .send()

@@ -21,7 +21,7 @@ use time::OffsetDateTime;
 use super::subscriptions::{sub_sk, tenant_pk};
 use super::{backend, get_n, get_s, AwsStore, Item};
 use crate::messages::{dedup_id, BackfillMessage, DeliveryMessage, FanOutMessage};
-use crate::{n, s};
+use crate::{number_attr, string_attr};
 
 /// How much of the rate one pass sends: ten seconds' worth.
 const PASS: Duration = Duration::from_secs(10);
@@ -73,8 +73,8 @@ impl AwsStore {
             .ddb
             .get_item()
             .table_name(&self.settings.table)
-            .key("pk", s(tenant_pk(&sub.tenant)))
-            .key("sk", s(sub_sk(&sub.id)))
+            .key("pk", string_attr(tenant_pk(&sub.tenant)))
+            .key("sk", string_attr(sub_sk(&sub.id)))
             .projection_expression("spilled")
             .send()
             .await
@@ -105,10 +105,10 @@ impl AwsStore {
                 .filter_expression("created_at BETWEEN :since AND :until")
                 .projection_expression("id, #type, created_at")
                 .expression_attribute_names("#type", "type")
-                .expression_attribute_values(":pk", s(tenant_pk(tenant)))
-                .expression_attribute_values(":e", s("E#"))
-                .expression_attribute_values(":since", n(since))
-                .expression_attribute_values(":until", n(until))
+                .expression_attribute_values(":pk", string_attr(tenant_pk(tenant)))
+                .expression_attribute_values(":e", string_attr("E#"))
+                .expression_attribute_values(":since", number_attr(since))
+                .expression_attribute_values(":until", number_attr(until))
                 .set_exclusive_start_key(start.take())
                 .send()
                 .await
@@ -144,9 +144,9 @@ impl AwsStore {
                 .ddb
                 .put_item()
                 .table_name(table)
-                .item("pk", s(cursor_pk(sub)))
-                .item("sk", s("B"))
-                .item("next", n(next))
+                .item("pk", string_attr(cursor_pk(sub)))
+                .item("sk", string_attr("B"))
+                .item("next", number_attr(next))
                 .send()
                 .await
                 .map(|_| ())
@@ -155,8 +155,8 @@ impl AwsStore {
                 .ddb
                 .delete_item()
                 .table_name(table)
-                .key("pk", s(cursor_pk(sub)))
-                .key("sk", s("B"))
+                .key("pk", string_attr(cursor_pk(sub)))
+                .key("sk", string_attr("B"))
                 .send()
                 .await
                 .map(|_| ())

@@ -26,7 +26,7 @@ use super::{
     took_effect, AwsStore, Item, RETENTION_SECS,
 };
 use crate::messages::{dedup_id, CarriedEvent, DeliveryMessage};
-use crate::{n, s};
+use crate::{number_attr, string_attr};
 
 /// How often a batch send retries the entries SQS refused.
 const BATCH_RETRIES: usize = 3;
@@ -170,18 +170,18 @@ impl AwsStore {
             .ddb
             .update_item()
             .table_name(&self.settings.table)
-            .key("pk", s(record_pk(sub)))
-            .key("sk", s(record_sk(event)))
+            .key("pk", string_attr(record_pk(sub)))
+            .key("sk", string_attr(record_sk(event)))
             .update_expression(
                 "SET #state = :pending, attempts = :zero \
                  REMOVE gsi2pk, gsi2sk, reason, parked_at, first_attempt_at, next_attempt_at",
             )
             .condition_expression(condition)
             .expression_attribute_names("#state", "state")
-            .expression_attribute_values(":pending", s("pending"))
-            .expression_attribute_values(":parked", s("parked"))
-            .expression_attribute_values(":held", s("held"))
-            .expression_attribute_values(":zero", n(0))
+            .expression_attribute_values(":pending", string_attr("pending"))
+            .expression_attribute_values(":parked", string_attr("parked"))
+            .expression_attribute_values(":held", string_attr("held"))
+            .expression_attribute_values(":zero", number_attr(0))
             .send()
             .await;
         took_effect(res)
@@ -195,23 +195,23 @@ impl AwsStore {
             .ddb
             .update_item()
             .table_name(&self.settings.table)
-            .key("pk", s(record_pk(&d.subscription_id)))
-            .key("sk", s(record_sk(&d.event_id)))
+            .key("pk", string_attr(record_pk(&d.subscription_id)))
+            .key("sk", string_attr(record_sk(&d.event_id)))
             .update_expression(
                 "SET #state = :held, tenant = :t, subscription_id = :s, event_id = :e, event_type = :ty, \
                  attempts = if_not_exists(attempts, :zero), gsi1pk = :g1, gsi1sk = :s, expires_at = :exp",
             )
             .condition_expression("attribute_not_exists(pk) OR #state = :pending")
             .expression_attribute_names("#state", "state")
-            .expression_attribute_values(":held", s("held"))
-            .expression_attribute_values(":pending", s("pending"))
-            .expression_attribute_values(":zero", n(0))
-            .expression_attribute_values(":t", s(d.tenant.as_str()))
-            .expression_attribute_values(":s", s(d.subscription_id.as_str()))
-            .expression_attribute_values(":e", s(d.event_id.as_str()))
-            .expression_attribute_values(":ty", s(d.event_type.as_str()))
-            .expression_attribute_values(":g1", s(by_event_pk(&d.tenant, &d.event_id)))
-            .expression_attribute_values(":exp", n(now.unix_timestamp() + RETENTION_SECS))
+            .expression_attribute_values(":held", string_attr("held"))
+            .expression_attribute_values(":pending", string_attr("pending"))
+            .expression_attribute_values(":zero", number_attr(0))
+            .expression_attribute_values(":t", string_attr(d.tenant.as_str()))
+            .expression_attribute_values(":s", string_attr(d.subscription_id.as_str()))
+            .expression_attribute_values(":e", string_attr(d.event_id.as_str()))
+            .expression_attribute_values(":ty", string_attr(d.event_type.as_str()))
+            .expression_attribute_values(":g1", string_attr(by_event_pk(&d.tenant, &d.event_id)))
+            .expression_attribute_values(":exp", number_attr(now.unix_timestamp() + RETENTION_SECS))
             .send()
             .await;
         took_effect(res).map(|_| ())
@@ -266,11 +266,11 @@ impl AwsStore {
         attrs.insert("reason".into(), attr(truncate(reason, 1000), false)?);
         attrs.insert(
             "first_attempt_at".into(),
-            attr(hooklane_core::api::input::rfc3339(first), false)?,
+            attr(hooklane_core::domain::rfc3339(first), false)?,
         );
         attrs.insert(
             "last_attempt_at".into(),
-            attr(hooklane_core::api::input::rfc3339(last.started_at), false)?,
+            attr(hooklane_core::domain::rfc3339(last.started_at), false)?,
         );
         self.sqs
             .send_message()
@@ -353,8 +353,8 @@ impl DeliveryQueue for AwsStore {
             .ddb
             .update_item()
             .table_name(&self.settings.table)
-            .key("pk", s(record_pk(&d.subscription_id)))
-            .key("sk", s(record_sk(&d.event_id)))
+            .key("pk", string_attr(record_pk(&d.subscription_id)))
+            .key("sk", string_attr(record_sk(&d.event_id)))
             .update_expression(
                 "SET attempts = if_not_exists(attempts, :zero) + :one, tenant = :t, subscription_id = :s, \
                  event_id = :e, event_type = :ty, #state = :pending, \
@@ -363,18 +363,18 @@ impl DeliveryQueue for AwsStore {
             )
             .condition_expression("(attribute_not_exists(pk) AND :n = :zero) OR (#state = :pending AND attempts = :n)")
             .expression_attribute_names("#state", "state")
-            .expression_attribute_values(":zero", n(0))
-            .expression_attribute_values(":one", n(1))
-            .expression_attribute_values(":n", n(d.attempts))
-            .expression_attribute_values(":t", s(d.tenant.as_str()))
-            .expression_attribute_values(":s", s(d.subscription_id.as_str()))
-            .expression_attribute_values(":e", s(d.event_id.as_str()))
-            .expression_attribute_values(":ty", s(d.event_type.as_str()))
-            .expression_attribute_values(":pending", s("pending"))
-            .expression_attribute_values(":now", n(ms(now)))
-            .expression_attribute_values(":lease", n(ms(lease_until)))
-            .expression_attribute_values(":g1", s(by_event_pk(&d.tenant, &d.event_id)))
-            .expression_attribute_values(":exp", n(now.unix_timestamp() + RETENTION_SECS))
+            .expression_attribute_values(":zero", number_attr(0))
+            .expression_attribute_values(":one", number_attr(1))
+            .expression_attribute_values(":n", number_attr(d.attempts))
+            .expression_attribute_values(":t", string_attr(d.tenant.as_str()))
+            .expression_attribute_values(":s", string_attr(d.subscription_id.as_str()))
+            .expression_attribute_values(":e", string_attr(d.event_id.as_str()))
+            .expression_attribute_values(":ty", string_attr(d.event_type.as_str()))
+            .expression_attribute_values(":pending", string_attr("pending"))
+            .expression_attribute_values(":now", number_attr(ms(now)))
+            .expression_attribute_values(":lease", number_attr(ms(lease_until)))
+            .expression_attribute_values(":g1", string_attr(by_event_pk(&d.tenant, &d.event_id)))
+            .expression_attribute_values(":exp", number_attr(now.unix_timestamp() + RETENTION_SECS))
             .send()
             .await;
         took_effect(res)
@@ -420,34 +420,34 @@ impl DeliveryQueue for AwsStore {
             .ddb
             .update_item()
             .table_name(&self.settings.table)
-            .key("pk", s(record_pk(&d.subscription_id)))
-            .key("sk", s(record_sk(&d.event_id)))
+            .key("pk", string_attr(record_pk(&d.subscription_id)))
+            .key("sk", string_attr(record_sk(&d.event_id)))
             .expression_attribute_names("#state", "state")
-            .expression_attribute_values(":pending", s("pending"))
-            .expression_attribute_values(":updated", n(ms(now)));
+            .expression_attribute_values(":pending", string_attr("pending"))
+            .expression_attribute_values(":updated", number_attr(ms(now)));
         let mut set = vec!["#state = :state", "updated_at = :updated"];
         if let Some(code) = last.and_then(|a| a.status_code) {
             set.push("last_status = :status");
-            req = req.expression_attribute_values(":status", n(code));
+            req = req.expression_attribute_values(":status", number_attr(code));
         }
         if let Some(err) = last.and_then(|a| a.error.as_ref()) {
             set.push("last_error = :error");
-            req = req.expression_attribute_values(":error", s(truncate(err, 1000)));
+            req = req.expression_attribute_values(":error", string_attr(truncate(err, 1000)));
         }
         let state = match finish {
             Finish::Delivered => "delivered",
             Finish::Dropped | Finish::Held => "dropped",
             Finish::RetryAt(at) => {
                 set.push("next_attempt_at = :next");
-                req = req.expression_attribute_values(":next", n(ms(*at)));
+                req = req.expression_attribute_values(":next", number_attr(ms(*at)));
                 "pending"
             }
             Finish::Parked(reason) => {
                 set.push("reason = :reason, parked_at = :updated, gsi2pk = :g2, gsi2sk = :g2s");
                 req = req
-                    .expression_attribute_values(":reason", s(truncate(reason, 1000)))
-                    .expression_attribute_values(":g2", s(parked_pk(&d.tenant)))
-                    .expression_attribute_values(":g2s", s(padded(time_seq(now))));
+                    .expression_attribute_values(":reason", string_attr(truncate(reason, 1000)))
+                    .expression_attribute_values(":g2", string_attr(parked_pk(&d.tenant)))
+                    .expression_attribute_values(":g2s", string_attr(padded(time_seq(now))));
                 "parked"
             }
         };
@@ -456,7 +456,7 @@ impl DeliveryQueue for AwsStore {
         let res = req
             .update_expression(format!("SET {}", set.join(", ")))
             .condition_expression(condition)
-            .expression_attribute_values(":state", s(state))
+            .expression_attribute_values(":state", string_attr(state))
             .send()
             .await;
         match res {
@@ -498,8 +498,8 @@ impl DeliveryQueue for AwsStore {
                 .table_name(&self.settings.table)
                 .index_name("gsi2")
                 .key_condition_expression("gsi2pk = :pk AND gsi2sk > :after")
-                .expression_attribute_values(":pk", s(parked_pk(tenant)))
-                .expression_attribute_values(":after", s(padded(after.unwrap_or(0))))
+                .expression_attribute_values(":pk", string_attr(parked_pk(tenant)))
+                .expression_attribute_values(":after", string_attr(padded(after.unwrap_or(0))))
                 .set_exclusive_start_key(start.take())
                 .send()
                 .await
@@ -572,7 +572,7 @@ impl DeliveryQueue for AwsStore {
             .table_name(&self.settings.table)
             .index_name("gsi1")
             .key_condition_expression("gsi1pk = :pk")
-            .expression_attribute_values(":pk", s(by_event_pk(tenant, event_id)))
+            .expression_attribute_values(":pk", string_attr(by_event_pk(tenant, event_id)))
             .send()
             .await
             .map_err(backend)?;

@@ -15,7 +15,7 @@ use super::{
     RETENTION_SECS,
 };
 use crate::messages::{body_within, dedup_id, CarriedEvent, FanOutMessage, CARRY_LIMIT};
-use crate::{n, s};
+use crate::{number_attr, string_attr};
 
 /// How long an event id stays reserved (G12), in milliseconds.
 const IDEMPOTENCY_MS: i64 = 24 * 3600 * 1000;
@@ -80,16 +80,16 @@ impl EventArchive for AwsStore {
             .ddb
             .put_item()
             .table_name(&self.settings.table)
-            .item("pk", s(tenant_pk(&event.tenant)))
-            .item("sk", s(event_sk(&event.id)))
-            .item("id", s(event.id.as_str()))
-            .item("tenant", s(event.tenant.as_str()))
-            .item("type", s(event.event_type.as_str()))
-            .item("created_at", n(ms(event.created_at)))
-            .item("payload", s(payload))
+            .item("pk", string_attr(tenant_pk(&event.tenant)))
+            .item("sk", string_attr(event_sk(&event.id)))
+            .item("id", string_attr(event.id.as_str()))
+            .item("tenant", string_attr(event.tenant.as_str()))
+            .item("type", string_attr(event.event_type.as_str()))
+            .item("created_at", number_attr(ms(event.created_at)))
+            .item("payload", string_attr(payload))
             .item(
                 "expires_at",
-                n(event.created_at.unix_timestamp() + RETENTION_SECS),
+                number_attr(event.created_at.unix_timestamp() + RETENTION_SECS),
             )
             .condition_expression("attribute_not_exists(pk)")
             .send()
@@ -163,11 +163,11 @@ impl AwsStore {
             self.ddb
                 .update_item()
                 .table_name(&self.settings.table)
-                .key("pk", s(tenant_pk(tenant)))
-                .key("sk", s(event_sk(id)))
+                .key("pk", string_attr(tenant_pk(tenant)))
+                .key("sk", string_attr(event_sk(id)))
                 .update_expression("SET fanout_after = :a")
                 .condition_expression("attribute_exists(pk)")
-                .expression_attribute_values(":a", s(after.as_str()))
+                .expression_attribute_values(":a", string_attr(after.as_str()))
                 .send()
                 .await,
         )

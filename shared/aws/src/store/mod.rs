@@ -97,8 +97,8 @@ impl AwsStore {
             .ddb
             .get_item()
             .table_name(&self.settings.table)
-            .key("pk", crate::s(pk))
-            .key("sk", crate::s(sk))
+            .key("pk", crate::string_attr(pk))
+            .key("sk", crate::string_attr(sk))
             .consistent_read(true)
             .send()
             .await

@@ -25,7 +25,7 @@ use time::OffsetDateTime;
 use super::subscriptions::{sub_sk, tenant_pk};
 use super::{backend, get_s, is_condition_failed, padded, time_seq, took_effect, AwsStore, Item};
 use crate::messages::DeliveryMessage;
-use crate::{n, s};
+use crate::{number_attr, string_attr};
 
 /// How many spilled deliveries one refill round moves: with the counter's
 /// update, one transaction of at most 100 actions.
@@ -69,11 +69,11 @@ impl AwsStore {
         .map_err(backend)?;
         let count = Update::builder()
             .table_name(&self.settings.table)
-            .key("pk", s(tenant_pk(&tenant)))
-            .key("sk", s(sub_sk(&sub)))
+            .key("pk", string_attr(tenant_pk(&tenant)))
+            .key("sk", string_attr(sub_sk(&sub)))
             .update_expression("ADD spilled :d")
             .condition_expression("attribute_exists(pk) AND spilling = :t")
-            .expression_attribute_values(":d", n(1))
+            .expression_attribute_values(":d", number_attr(1))
             .expression_attribute_values(":t", AttributeValue::Bool(true))
             .build()
             .map_err(backend)?;
@@ -87,9 +87,9 @@ impl AwsStore {
         );
         let keep = Put::builder()
             .table_name(&self.settings.table)
-            .item("pk", s(spill_pk(sub.as_str())))
-            .item("sk", s(sk))
-            .item("message", s(body))
+            .item("pk", string_attr(spill_pk(sub.as_str())))
+            .item("sk", string_attr(sk))
+            .item("message", string_attr(body))
             .condition_expression("attribute_not_exists(sk)")
             .build()
             .map_err(backend)?;
@@ -148,19 +148,19 @@ impl AwsStore {
     async fn delete_refilled(&self, sub: &Subscription, items: &[Item]) -> StoreResult<()> {
         let uncount = Update::builder()
             .table_name(&self.settings.table)
-            .key("pk", s(tenant_pk(&sub.tenant)))
-            .key("sk", s(sub_sk(&sub.id)))
+            .key("pk", string_attr(tenant_pk(&sub.tenant)))
+            .key("sk", string_attr(sub_sk(&sub.id)))
             .update_expression("ADD spilled :d")
             .condition_expression("attribute_exists(pk)")
-            .expression_attribute_values(":d", n(-(items.len() as i64)))
+            .expression_attribute_values(":d", number_attr(-(items.len() as i64)))
             .build()
             .map_err(backend)?;
         let mut actions = vec![TransactWriteItem::builder().update(uncount).build()];
         for sk in items.iter().filter_map(|i| get_s(i, "sk")) {
             let delete = Delete::builder()
                 .table_name(&self.settings.table)
-                .key("pk", s(spill_pk(sub.id.as_str())))
-                .key("sk", s(sk))
+                .key("pk", string_attr(spill_pk(sub.id.as_str())))
+                .key("sk", string_attr(sk))
                 .build()
                 .map_err(backend)?;
             actions.push(TransactWriteItem::builder().delete(delete).build());
@@ -177,8 +177,8 @@ impl AwsStore {
             self.ddb
                 .update_item()
                 .table_name(&self.settings.table)
-                .key("pk", s(tenant_pk(&sub.tenant)))
-                .key("sk", s(sub_sk(&sub.id)))
+                .key("pk", string_attr(tenant_pk(&sub.tenant)))
+                .key("sk", string_attr(sub_sk(&sub.id)))
                 .update_expression("SET spilling = :t")
                 .condition_expression(
                     "attribute_exists(pk) AND (attribute_not_exists(spilling) OR spilling = :f)",
@@ -197,7 +197,7 @@ impl AwsStore {
             .query()
             .table_name(&self.settings.table)
             .key_condition_expression("pk = :pk")
-            .expression_attribute_values(":pk", s(spill_pk(sub.as_str())))
+            .expression_attribute_values(":pk", string_attr(spill_pk(sub.as_str())))
             .consistent_read(true)
             .limit(REFILL_PAGE)
             .send()
@@ -214,8 +214,8 @@ impl AwsStore {
             self.ddb
                 .delete_item()
                 .table_name(&self.settings.table)
-                .key("pk", s(spill_pk(sub.as_str())))
-                .key("sk", s(sk))
+                .key("pk", string_attr(spill_pk(sub.as_str())))
+                .key("sk", string_attr(sk))
                 .send()
                 .await
                 .map_err(backend)?;
@@ -251,14 +251,14 @@ impl AwsStore {
                 .ddb
                 .update_item()
                 .table_name(&self.settings.table)
-                .key("pk", s(tenant_pk(&sub.tenant)))
-                .key("sk", s(sub_sk(&sub.id)))
+                .key("pk", string_attr(tenant_pk(&sub.tenant)))
+                .key("sk", string_attr(sub_sk(&sub.id)))
                 .update_expression("SET spilling = :f")
                 .condition_expression(
                     "attribute_exists(pk) AND (attribute_not_exists(spilled) OR spilled <= :zero)",
                 )
                 .expression_attribute_values(":f", AttributeValue::Bool(false))
-                .expression_attribute_values(":zero", n(0))
+                .expression_attribute_values(":zero", number_attr(0))
                 .send()
                 .await;
             match cleared {

@@ -11,7 +11,7 @@ use hooklane_core::record::{ms, SubscriptionRecord};
 use super::{
     backend, corrupt, is_condition_failed, key_of, readable_keyed, took_effect, AwsStore, Item,
 };
-use crate::{n, s};
+use crate::{number_attr, string_attr};
 
 /// The partition key of a tenant.
 pub(crate) fn tenant_pk(tenant: &TenantId) -> String {
@@ -25,8 +25,8 @@ pub(crate) fn sub_sk(id: &SubscriptionId) -> String {
 
 fn to_item(sub: &Subscription) -> StoreResult<Item> {
     let mut item: Item = serde_dynamo::to_item(SubscriptionRecord::from(sub)).map_err(backend)?;
-    item.insert("pk".into(), s(tenant_pk(&sub.tenant)));
-    item.insert("sk".into(), s(sub_sk(&sub.id)));
+    item.insert("pk".into(), string_attr(tenant_pk(&sub.tenant)));
+    item.insert("sk".into(), string_attr(sub_sk(&sub.id)));
     Ok(item)
 }
 
@@ -59,13 +59,13 @@ impl AwsStore {
             .ddb
             .update_item()
             .table_name(&self.settings.table)
-            .key("pk", s(tenant_pk(tenant)))
-            .key("sk", s(sub_sk(id)))
+            .key("pk", string_attr(tenant_pk(tenant)))
+            .key("sk", string_attr(sub_sk(id)))
             .update_expression(update)
             .condition_expression("#status = :from AND attribute_not_exists(deleted_at)")
             .expression_attribute_names("#status", "status")
-            .expression_attribute_values(":from", s(from))
-            .expression_attribute_values(":to", s(to));
+            .expression_attribute_values(":from", string_attr(from))
+            .expression_attribute_values(":to", string_attr(to));
         match values(req).send().await {
             Ok(_) => Ok(true),
             Err(e) if is_condition_failed(&e) => Ok(false),
@@ -94,9 +94,9 @@ impl AwsStore {
                 .query()
                 .table_name(&self.settings.table)
                 .key_condition_expression("pk = :pk AND sk BETWEEN :lo AND :hi")
-                .expression_attribute_values(":pk", s(tenant_pk(tenant)))
-                .expression_attribute_values(":lo", s(lo.clone()))
-                .expression_attribute_values(":hi", s("S$"))
+                .expression_attribute_values(":pk", string_attr(tenant_pk(tenant)))
+                .expression_attribute_values(":lo", string_attr(lo.clone()))
+                .expression_attribute_values(":hi", string_attr("S$"))
                 .set_exclusive_start_key(start.take())
                 .send()
                 .await
@@ -174,8 +174,8 @@ impl SubscriptionStore for AwsStore {
             .ddb
             .update_item()
             .table_name(&self.settings.table)
-            .key("pk", s(tenant_pk(&sub.tenant)))
-            .key("sk", s(sub_sk(&sub.id)))
+            .key("pk", string_attr(tenant_pk(&sub.tenant)))
+            .key("sk", string_attr(sub_sk(&sub.id)))
             .expression_attribute_names("#url", "url")
             .expression_attribute_names("#filters", "filters")
             .expression_attribute_names("#metadata", "metadata")
@@ -184,7 +184,7 @@ impl SubscriptionStore for AwsStore {
             .expression_attribute_names("#description", "description")
             .expression_attribute_names("#prev", "prev_secret")
             .expression_attribute_names("#prev_exp", "prev_secret_expires_at")
-            .expression_attribute_values(":url", s(rec.url))
+            .expression_attribute_values(":url", string_attr(rec.url))
             .expression_attribute_values(
                 ":filters",
                 serde_dynamo::to_attribute_value(&rec.filters).map_err(backend)?,
@@ -193,12 +193,12 @@ impl SubscriptionStore for AwsStore {
                 ":metadata",
                 serde_dynamo::to_attribute_value(&rec.metadata).map_err(backend)?,
             )
-            .expression_attribute_values(":secret", s(rec.secret))
-            .expression_attribute_values(":updated", n(rec.updated_at));
+            .expression_attribute_values(":secret", string_attr(rec.secret))
+            .expression_attribute_values(":updated", number_attr(rec.updated_at));
         match rec.description {
             Some(d) => {
                 set.push("#description = :description");
-                req = req.expression_attribute_values(":description", s(d));
+                req = req.expression_attribute_values(":description", string_attr(d));
             }
             None => remove.push("#description"),
         }
@@ -206,8 +206,8 @@ impl SubscriptionStore for AwsStore {
             (Some(p), Some(exp)) => {
                 set.push("#prev = :prev, #prev_exp = :prev_exp");
                 req = req
-                    .expression_attribute_values(":prev", s(p))
-                    .expression_attribute_values(":prev_exp", n(exp));
+                    .expression_attribute_values(":prev", string_attr(p))
+                    .expression_attribute_values(":prev_exp", number_attr(exp));
             }
             _ => remove.push("#prev, #prev_exp"),
         }
@@ -233,11 +233,11 @@ impl SubscriptionStore for AwsStore {
             .ddb
             .update_item()
             .table_name(&self.settings.table)
-            .key("pk", s(tenant_pk(tenant)))
-            .key("sk", s(sub_sk(id)))
+            .key("pk", string_attr(tenant_pk(tenant)))
+            .key("sk", string_attr(sub_sk(id)))
             .update_expression("SET deleted_at = :now, updated_at = :now")
             .condition_expression("attribute_exists(pk) AND attribute_not_exists(deleted_at)")
-            .expression_attribute_values(":now", n(now))
+            .expression_attribute_values(":now", number_attr(now))
             .send()
             .await;
         match res {
@@ -275,8 +275,8 @@ impl SubscriptionStore for AwsStore {
         let update =
             "SET #status = :to, suspended_at = :at, status_reason = :reason, updated_at = :at";
         self.transition(tenant, id, update, ("active", "suspended"), |req| {
-            req.expression_attribute_values(":at", n(ms(at)))
-                .expression_attribute_values(":reason", s(reason))
+            req.expression_attribute_values(":at", number_attr(ms(at)))
+                .expression_attribute_values(":reason", string_attr(reason))
         })
         .await
     }
@@ -290,7 +290,7 @@ impl SubscriptionStore for AwsStore {
         let health = serde_dynamo::to_attribute_value(Health::default()).map_err(backend)?;
         let update = "SET #status = :to, health = :health, updated_at = :at REMOVE suspended_at, status_reason";
         self.transition(tenant, id, update, ("suspended", "active"), |req| {
-            req.expression_attribute_values(":at", n(ms(at)))
+            req.expression_attribute_values(":at", number_attr(ms(at)))
                 .expression_attribute_values(":health", health)
         })
         .await
@@ -306,11 +306,11 @@ impl SubscriptionStore for AwsStore {
             self.ddb
                 .update_item()
                 .table_name(&self.settings.table)
-                .key("pk", s(tenant_pk(tenant)))
-                .key("sk", s(sub_sk(id)))
+                .key("pk", string_attr(tenant_pk(tenant)))
+                .key("sk", string_attr(sub_sk(id)))
                 .update_expression("SET status_reason = :r")
                 .condition_expression("attribute_exists(pk)")
-                .expression_attribute_values(":r", s(reason))
+                .expression_attribute_values(":r", string_attr(reason))
                 .send()
                 .await,
         )
@@ -328,8 +328,8 @@ impl SubscriptionStore for AwsStore {
             .ddb
             .update_item()
             .table_name(&self.settings.table)
-            .key("pk", s(tenant_pk(tenant)))
-            .key("sk", s(sub_sk(id)))
+            .key("pk", string_attr(tenant_pk(tenant)))
+            .key("sk", string_attr(sub_sk(id)))
             .update_expression("SET health = :h")
             .condition_expression("attribute_exists(pk)")
             .expression_attribute_values(":h", value)

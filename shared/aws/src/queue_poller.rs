@@ -1,5 +1,5 @@
-//! Running the AWS path on one machine: `serve --backend aws` serves the
-//! API over the AWS adapters and stands in for Lambda's SQS event source
+//! Runs the AWS path on one machine: `serve --backend aws` serves the API
+//! over the AWS adapters and stands in for Lambda's SQS event source
 //! mappings: it polls each queue (batches of up to 10), runs the same
 //! handler the Lambda function runs, deletes what succeeded and leaves the
 //! reported failures to their visibility timeout, as the real mapping does.
@@ -14,101 +14,17 @@ use std::time::Duration;
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage, SqsMessageAttribute};
 use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, Message, MessageSystemAttributeName};
 use hooklane_core::config::Config;
-use hooklane_core::engine::{Engine, Ports};
-use hooklane_core::ports::{
-    Dns, NoNotifier, Notifier, StoreResult, SystemClock, SystemDns, Wakeup,
-};
-use hooklane_core::sender::HttpSender;
+use hooklane_core::engine::Engine;
 use tokio::sync::Semaphore;
 use tracing::{error, info};
 
 use crate::handlers::{delivery, fanout};
+use crate::wiring::engine;
 use crate::{AwsStore, Settings};
 
 /// Concurrent invocations per queue, like the mapping's
 /// `ScalingConfig.MaximumConcurrency` (each holds up to 10 messages).
 const MAX_INVOCATIONS: usize = 500;
-
-/// The queue triggers the workers: nothing to wake.
-struct QueueTriggered;
-
-impl Wakeup for QueueTriggered {
-    fn fan_out(&self) {}
-    fn lanes(
-        &self,
-        _: &hooklane_core::domain::TenantId,
-        _: &[hooklane_core::domain::SubscriptionId],
-    ) {
-    }
-    fn backfill(&self) {}
-}
-
-/// Suspension notices to the stack's SNS topic
-/// (`HOOKLANE_OPERATOR_TOPIC_ARN`).
-struct SnsNotifier {
-    sns: aws_sdk_sns::Client,
-    topic: String,
-}
-
-#[async_trait::async_trait]
-impl Notifier for SnsNotifier {
-    async fn suspended(&self, notice: &serde_json::Value) -> StoreResult<()> {
-        let subject = format!(
-            "hooklane: subscription {} suspended",
-            notice["subscription_id"].as_str().unwrap_or("?")
-        );
-        self.sns
-            .publish()
-            .topic_arn(&self.topic)
-            .subject(subject.chars().take(100).collect::<String>())
-            .message(serde_json::to_string_pretty(notice).map_err(crate::store::backend)?)
-            .send()
-            .await
-            .map_err(crate::store::backend)?;
-        Ok(())
-    }
-}
-
-/// The SNS notifier when a topic is configured.
-fn notifier(sdk: &aws_config::SdkConfig) -> Arc<dyn Notifier> {
-    match std::env::var("HOOKLANE_OPERATOR_TOPIC_ARN")
-        .ok()
-        .filter(|t| !t.is_empty())
-    {
-        Some(topic) => Arc::new(SnsNotifier {
-            sns: aws_sdk_sns::Client::new(sdk),
-            topic,
-        }),
-        None => Arc::new(NoNotifier),
-    }
-}
-
-/// The engine over the AWS adapters, with SNS notices when
-/// `HOOKLANE_OPERATOR_TOPIC_ARN` names a topic.
-pub fn engine(
-    config: Config,
-    store: &AwsStore,
-    sdk: &aws_config::SdkConfig,
-) -> anyhow::Result<Arc<Engine>> {
-    let dns: Arc<dyn Dns> = Arc::new(SystemDns);
-    let sender = HttpSender::new(config.egress, config.attempt_timeout, dns.clone())?;
-    let ports = Ports {
-        subscriptions: Arc::new(store.clone()),
-        events: Arc::new(store.clone()),
-        queue: Arc::new(store.clone()),
-        attempts: Arc::new(store.clone()),
-        clock: Arc::new(SystemClock),
-        sender: Arc::new(sender),
-        dns,
-        wakeup: Arc::new(QueueTriggered),
-        notifier: notifier(sdk),
-    };
-    let engine = Engine::new(ports, config);
-    if crate::calls::enabled() {
-        let _ = engine.metrics.extra.set(crate::calls::render);
-    }
-    Ok(engine)
-}
 
 type Handler =
     Arc<dyn Fn(SqsEvent) -> Pin<Box<dyn Future<Output = SqsBatchResponse> + Send>> + Send + Sync>;
@@ -260,15 +176,4 @@ pub async fn serve(
         .with_graceful_shutdown(shutdown)
         .await?;
     Ok(())
-}
-
-/// What every Lambda function builds once per cold start: configuration
-/// from `HOOKLANE_*`, the SDK clients, the adapter and the engine.
-pub async fn from_env() -> anyhow::Result<(AwsStore, Arc<Engine>)> {
-    let config = Config::from_env()?;
-    let sdk = crate::sdk_config().await;
-    let store = AwsStore::new(&sdk, Settings::from_env()?);
-    let engine = engine(config, &store, &sdk)?;
-    engine.ensure_operator_subscription().await?;
-    Ok((store, engine))
 }
