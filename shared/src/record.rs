@@ -73,9 +73,6 @@ pub struct SubscriptionRecord {
     /// Why suspended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status_reason: Option<String>,
-    /// Lane is spilling.
-    #[serde(default)]
-    pub spilling: bool,
     /// Created (ms).
     pub created_at: i64,
     /// Updated (ms).
@@ -98,7 +95,6 @@ impl From<&Subscription> for SubscriptionRecord {
             health: s.health.clone(),
             suspended_at: s.suspended_at.map(ms),
             status_reason: s.status_reason.clone(),
-            spilling: s.spilling,
             created_at: ms(s.created_at),
             updated_at: ms(s.updated_at),
         }
@@ -134,7 +130,6 @@ impl TryFrom<SubscriptionRecord> for Subscription {
             health: r.health,
             suspended_at: r.suspended_at.map(from_ms),
             status_reason: r.status_reason,
-            spilling: r.spilling,
             created_at: from_ms(r.created_at),
             updated_at: from_ms(r.updated_at),
         })

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use hooklane_core::config::Config;
-pub use hooklane_core::embedded::Outside;
+pub use hooklane_core::engine::Outside;
 use serde_json::Value;
 
 pub use receiver::{Receiver, Recorded, Reply};

@@ -5,7 +5,6 @@
 //! operation moto does not implement, `StartMessageMoveTask`, is covered
 //! with `aws-smithy-mocks` at the end.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use aws_sdk_sqs::types::MessageSystemAttributeName;
@@ -14,9 +13,7 @@ use hooklane_aws::AwsStore;
 use hooklane_core::config::Config;
 use hooklane_core::contract::{self, Harness};
 use hooklane_core::domain::{Delivery, Event, EventId, EventType, SubscriptionId, TenantId};
-use hooklane_core::ports::{
-    AttemptLog, DeliveryQueue, EventArchive, NewDelivery, SubscriptionStore,
-};
+use hooklane_core::ports::{DeadLetters, EventArchive, LaneQueue, NewDelivery, SubscriptionStore};
 use hooklane_tests::aws::fresh_store;
 use hooklane_tests::{eventually, test_env, Receiver, Reply};
 
@@ -24,17 +21,8 @@ struct Aws(AwsStore);
 
 #[async_trait::async_trait]
 impl Harness for Aws {
-    fn subscriptions(&self) -> Arc<dyn SubscriptionStore> {
-        Arc::new(self.0.clone())
-    }
-    fn events(&self) -> Arc<dyn EventArchive> {
-        Arc::new(self.0.clone())
-    }
-    fn queue(&self) -> Arc<dyn DeliveryQueue> {
-        Arc::new(self.0.clone())
-    }
-    fn attempts(&self) -> Arc<dyn AttemptLog> {
-        Arc::new(self.0.clone())
+    fn ports(&self) -> hooklane_core::engine::Ports {
+        contract::ports_over(self.0.clone())
     }
     /// Receives (and deletes) the lane's next message, with its record.
     async fn next_delivery(&self, sub: &SubscriptionId) -> Option<Delivery> {
@@ -49,7 +37,7 @@ impl Harness for Aws {
             .delivery_record(sub, &event)
             .await
             .ok()?
-            .unwrap_or_default();
+            .unwrap_or_else(hooklane_core::domain::DeliveryRecord::queued);
         Some(Delivery {
             seq: 0,
             tenant: TenantId::parse(body["tenant"].as_str()?).ok()?,
@@ -156,7 +144,6 @@ async fn publish_to(ctx: &Deliver, subs: &[(SubscriptionId, TenantId)]) -> Event
             subscription_id: s.clone(),
             event_id: event.id.clone(),
             event_type: event.event_type.clone(),
-            spill: false,
             event: Some(event.clone()),
         })
         .collect();
@@ -397,9 +384,7 @@ async fn a_tombstoned_subscriptions_delivery_is_dropped_not_parked() {
             .load(std::sync::atomic::Ordering::Relaxed),
         1
     );
-    assert!(ctx
-        .store
-        .dead_letters(&subs[0].1, None, None, 10)
+    assert!(DeadLetters::list(&ctx.store, &subs[0].1, None, None, 10)
         .await
         .unwrap()
         .is_empty());
@@ -576,6 +561,24 @@ async fn spilled(store: &AwsStore, sub: &SubscriptionId) -> usize {
         .count as usize
 }
 
+/// The lane's spill flag, as stored on the subscription's item.
+async fn spilling(store: &AwsStore, tenant: &TenantId, sub: &SubscriptionId) -> bool {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    let ddb = aws_sdk_dynamodb::Client::new(&hooklane_tests::aws::sdk().await);
+    let item = ddb
+        .get_item()
+        .table_name(&store.settings().table)
+        .key("pk", AttributeValue::S(format!("T#{}", tenant.as_str())))
+        .key("sk", AttributeValue::S(format!("S#{}", sub.as_str())))
+        .consistent_read(true)
+        .send()
+        .await
+        .expect("get item")
+        .item
+        .expect("the subscription's item");
+    matches!(item.get("spilling"), Some(AttributeValue::Bool(true)))
+}
+
 /// The subscription's count of spilled deliveries, as stored.
 async fn spill_count(store: &AwsStore, tenant: &TenantId, sub: &SubscriptionId) -> i64 {
     use aws_sdk_dynamodb::types::AttributeValue;
@@ -677,11 +680,7 @@ async fn concurrent_spills_are_each_counted_with_their_item_and_the_refill_clear
     assert_eq!(spilled(&ctx.store, &sub).await, 0, "refilled");
     assert_eq!(spill_count(&ctx.store, &tenant, &sub).await, 0, "uncounted");
     assert!(
-        !SubscriptionStore::get(&ctx.store, &tenant, &sub)
-            .await
-            .unwrap()
-            .unwrap()
-            .spilling,
+        !spilling(&ctx.store, &tenant, &sub).await,
         "the flag is clear"
     );
     let mut queued = 0;
@@ -714,26 +713,21 @@ async fn a_refill_cut_short_by_a_crash_after_the_outcome_write_resumes_when_the_
 
     // The process that delivered the first event wrote the outcome and
     // stopped before refilling (and before its message was deleted).
-    let d = Delivery {
-        seq: 0,
-        tenant: tenant.clone(),
-        subscription_id: sub.clone(),
-        event_id: first_event,
-        event_type: EventType::parse("a.b").unwrap(),
-        attempts: 1,
-        first_attempt_at: Some(time::OffsetDateTime::now_utc()),
-        next_attempt_at: time::OffsetDateTime::now_utc(),
-    };
-    DeliveryQueue::finish(
-        &ctx.store,
-        &d,
-        None,
-        &hooklane_core::ports::Finish::Delivered,
-        None,
-        None,
-    )
-    .await
-    .unwrap();
+    use aws_sdk_dynamodb::types::AttributeValue;
+    let ddb = aws_sdk_dynamodb::Client::new(&hooklane_tests::aws::sdk().await);
+    ddb.update_item()
+        .table_name(&ctx.store.settings().table)
+        .key("pk", AttributeValue::S(format!("D#{}", sub.as_str())))
+        .key(
+            "sk",
+            AttributeValue::S(format!("E#{}", first_event.as_str())),
+        )
+        .update_expression("SET #state = :delivered")
+        .expression_attribute_names("#state", "state")
+        .expression_attribute_values(":delivered", AttributeValue::S("delivered".into()))
+        .send()
+        .await
+        .expect("the outcome write");
     assert_eq!(spilled(&ctx.store, &sub).await, 3, "nothing refilled yet");
 
     // Its message comes back: the handler finds the delivery finished and
@@ -762,11 +756,7 @@ async fn while_a_lane_fails_new_deliveries_wait_in_the_spill_store_not_the_queue
         ..
     } = failing_lane(vec![Reply::Status(500)]).await;
     assert!(
-        SubscriptionStore::get(&ctx.store, &tenant, &sub)
-            .await
-            .unwrap()
-            .unwrap()
-            .spilling,
+        spilling(&ctx.store, &tenant, &sub).await,
         "the lane is failing"
     );
 
@@ -786,13 +776,7 @@ async fn while_a_lane_fails_new_deliveries_wait_in_the_spill_store_not_the_queue
         0,
         "refilled after the success"
     );
-    assert!(
-        !SubscriptionStore::get(&ctx.store, &tenant, &sub)
-            .await
-            .unwrap()
-            .unwrap()
-            .spilling
-    );
+    assert!(!spilling(&ctx.store, &tenant, &sub).await);
     let refilled = receive(&ctx.store, &url).await;
     run_batch(&ctx, &refilled).await;
     let seen: Vec<String> = rx
@@ -820,8 +804,7 @@ async fn when_a_failing_lanes_delivery_is_parked_its_spilled_deliveries_are_refi
     // The second attempt fails too: the ladder is spent and it is parked.
     run_batch(&ctx, &receive(&ctx.store, &url).await).await;
     assert_eq!(
-        ctx.store
-            .dead_letters(&tenant, None, None, 10)
+        DeadLetters::list(&ctx.store, &tenant, None, None, 10)
             .await
             .unwrap()
             .len(),

@@ -8,7 +8,7 @@ use hooklane_core::config::Config;
 use hooklane_core::contract;
 use hooklane_core::domain::{Event, EventId, EventType, Health, SubscriptionStatus, TenantId};
 use hooklane_core::embedded::Embedded;
-use hooklane_core::ports::{EventArchive, SubscriptionStore};
+use hooklane_core::ports::{EventArchive, SubscriptionStore, Suspensions};
 use hooklane_tests::{eventually, test_env, Receiver};
 use time::OffsetDateTime;
 

@@ -208,7 +208,7 @@ impl AwsStore {
                 let Ok(sub) = SubscriptionId::parse(&sub) else {
                     continue;
                 };
-                let replayed = hooklane_core::ports::DeliveryQueue::replay(
+                let replayed = hooklane_core::ports::DeadLetters::replay(
                     self,
                     &tenant,
                     Some(&sub),

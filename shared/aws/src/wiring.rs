@@ -6,27 +6,10 @@
 use std::sync::Arc;
 
 use hooklane_core::config::Config;
-use hooklane_core::engine::{Engine, Ports};
-use hooklane_core::ports::{
-    Dns, NoNotifier, Notifier, StoreResult, SystemClock, SystemDns, Wakeup,
-};
-use hooklane_core::sender::HttpSender;
+use hooklane_core::engine::{Engine, Outside, Ports};
+use hooklane_core::ports::{NoNotifier, NoWakeup, Notifier, StoreResult};
 
 use crate::{AwsStore, Settings};
-
-/// The queue triggers the workers: nothing to wake.
-struct QueueTriggered;
-
-impl Wakeup for QueueTriggered {
-    fn fan_out(&self) {}
-    fn lanes(
-        &self,
-        _: &hooklane_core::domain::TenantId,
-        _: &[hooklane_core::domain::SubscriptionId],
-    ) {
-    }
-    fn backfill(&self) {}
-}
 
 /// Suspension notices to the stack's SNS topic
 /// (`HOOKLANE_OPERATOR_TOPIC_ARN`).
@@ -75,19 +58,13 @@ pub fn engine(
     store: &AwsStore,
     sdk: &aws_config::SdkConfig,
 ) -> anyhow::Result<Arc<Engine>> {
-    let dns: Arc<dyn Dns> = Arc::new(SystemDns);
-    let sender = HttpSender::new(config.egress, config.attempt_timeout, dns.clone())?;
-    let ports = Ports {
-        subscriptions: Arc::new(store.clone()),
-        events: Arc::new(store.clone()),
-        queue: Arc::new(store.clone()),
-        attempts: Arc::new(store.clone()),
-        clock: Arc::new(SystemClock),
-        sender: Arc::new(sender),
-        dns,
-        wakeup: Arc::new(QueueTriggered),
-        notifier: notifier(sdk),
-    };
+    let ports = Ports::build(
+        store.clone(),
+        &config,
+        Outside::default(),
+        Arc::new(NoWakeup),
+        notifier(sdk),
+    )?;
     let engine = Engine::new(ports, config);
     if crate::calls::enabled() {
         let _ = engine.metrics.extra.set(crate::calls::render);

@@ -35,8 +35,8 @@ pub(super) async fn list(
     let mut items = state
         .engine
         .ports
-        .queue
-        .dead_letters(&tenant, sub.as_ref(), after, page.limit + 1)
+        .dead_letters
+        .list(&tenant, sub.as_ref(), after, page.limit + 1)
         .await?;
     let next = next_cursor(&mut items, page.limit, |(seq, _)| seq.to_string());
     let items: Vec<Value> = items
@@ -92,7 +92,7 @@ pub(super) async fn replay(
     };
     let now = ports.clock.now();
     let mut lanes = ports
-        .queue
+        .dead_letters
         .replay(&tenant, sub.as_ref(), event_ids.as_deref(), now)
         .await?;
     let replayed = lanes.len();

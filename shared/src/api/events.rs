@@ -82,19 +82,19 @@ pub(super) async fn read(
         .get(&tenant, &id)
         .await?
         .ok_or_else(|| ApiError::not_found("event"))?;
-    let deliveries = ports.queue.event_deliveries(&tenant, &id).await?;
+    let deliveries = ports.views.of_event(&tenant, &id).await?;
     let payload: Value = serde_json::from_slice(&event.payload).map_err(ApiError::internal)?;
     Ok(Json(json!({
         "id": event.id.as_str(),
         "type": event.event_type.as_str(),
         "created_at": rfc3339(event.created_at),
         "data": payload.get("data").cloned().unwrap_or(Value::Null),
-        "deliveries": deliveries.iter().map(|d| json!({
-            "subscription_id": d.subscription_id.as_str(),
-            "state": d.state,
+        "deliveries": deliveries.iter().map(|(sub, d)| json!({
+            "subscription_id": sub.as_str(),
+            "state": d.shown_state(),
             "attempts": d.attempts,
             "last_status_code": d.last_status_code,
-            "next_attempt_at": d.next_attempt_at.map(rfc3339),
+            "next_attempt_at": d.shown_next_attempt_at().map(rfc3339),
         })).collect::<Vec<_>>(),
     })))
 }

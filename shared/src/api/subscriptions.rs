@@ -151,7 +151,6 @@ pub(super) async fn create(
         health: Health::default(),
         suspended_at: None,
         status_reason: None,
-        spilling: false,
         created_at: now,
         updated_at: now,
     };

@@ -19,10 +19,9 @@ use tracing::{error, info, warn};
 
 use crate::config::Config;
 use crate::domain::{SubscriptionId, TenantId};
-use crate::engine::{Engine, Ports};
+use crate::engine::{Engine, Outside, Ports};
 use crate::health::backfill_interval;
-use crate::ports::{Clock, Dns, NoNotifier, StoreResult, SystemClock, SystemDns, Wakeup};
-use crate::sender::HttpSender;
+use crate::ports::{NoNotifier, StoreResult, Wakeup};
 use crate::sqlite::{BackfillStep, Lane, SqliteStore};
 use lanes::Lanes;
 
@@ -58,26 +57,6 @@ impl Wakeup for ChannelWakeup {
     }
 }
 
-/// What the runtime asks of the world outside the process: names and the
-/// time. The system's by default; tests answer for names of their own or
-/// move the clock.
-#[derive(Clone)]
-pub struct Outside {
-    /// Resolves endpoint hosts (registration check and delivery).
-    pub dns: Arc<dyn Dns>,
-    /// The time the engine and the API go by.
-    pub clock: Arc<dyn Clock>,
-}
-
-impl Default for Outside {
-    fn default() -> Self {
-        Self {
-            dns: Arc::new(SystemDns),
-            clock: Arc::new(SystemClock),
-        }
-    }
-}
-
 /// A running embedded engine: the engine, its store, and its workers.
 pub struct Embedded {
     /// The engine (the API calls it).
@@ -96,26 +75,21 @@ impl Embedded {
     /// [`Embedded::start`] with the given name resolution and clock.
     pub async fn start_with(config: Config, db: &Path, outside: Outside) -> anyhow::Result<Self> {
         let store = SqliteStore::open(db)?;
-        let dns = outside.dns;
-        let sender = HttpSender::new(config.egress, config.attempt_timeout, dns.clone())?;
         let fan_out = Arc::new(Notify::new());
         let backfill = Arc::new(Notify::new());
         let (lane_tx, lane_rx) = mpsc::unbounded_channel();
-        let ports = Ports {
-            subscriptions: Arc::new(store.clone()),
-            events: Arc::new(store.clone()),
-            queue: Arc::new(store.clone()),
-            attempts: Arc::new(store.clone()),
-            clock: outside.clock,
-            sender: Arc::new(sender),
-            dns,
-            wakeup: Arc::new(ChannelWakeup {
-                fan_out: fan_out.clone(),
-                backfill: backfill.clone(),
-                lanes: lane_tx,
-            }),
-            notifier: Arc::new(NoNotifier),
-        };
+        let wakeup = Arc::new(ChannelWakeup {
+            fan_out: fan_out.clone(),
+            backfill: backfill.clone(),
+            lanes: lane_tx,
+        });
+        let ports = Ports::build(
+            store.clone(),
+            &config,
+            outside,
+            wakeup,
+            Arc::new(NoNotifier),
+        )?;
         let engine = Engine::new(ports, config);
         engine.ensure_operator_subscription().await?;
         let lanes = Lanes::new(engine.clone(), store.clone());

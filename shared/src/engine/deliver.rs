@@ -13,7 +13,7 @@ use super::{Engine, Step};
 use crate::domain::{Attempt, AttemptId, Delivery, Event, Subscription, SubscriptionStatus};
 use crate::health::{next_health, Admit, Sequence};
 use crate::policy::{decide, Decision};
-use crate::ports::{Finish, Outbound, SendReport, StoreResult};
+use crate::ports::{End, Finish, Outbound, SendReport, StoreResult};
 use crate::signing::webhook_headers;
 
 /// What preparing a delivery found.
@@ -23,7 +23,7 @@ enum Prepared {
     /// Its subscription (or event) is gone.
     Gone,
     /// Its subscription is suspended.
-    Suspended(Box<Subscription>),
+    Suspended,
 }
 
 impl Engine {
@@ -36,22 +36,20 @@ impl Engine {
         let (sub, event) = match self.prepare(d, event).await? {
             Prepared::Ready(ready) => *ready,
             Prepared::Gone => return self.drop_delivery(d).await,
-            Prepared::Suspended(sub) => {
-                self.ports
-                    .queue
-                    .finish(d, Some(&sub), &Finish::Held, None, None)
-                    .await?;
-                return Ok(Step::Held);
+            Prepared::Suspended => {
+                let held = Finish::without_attempt(End::Held);
+                self.ports.lanes.finish(d, &held).await?;
+                return Ok(Step::Ended(End::Held));
             }
         };
         let now = self.ports.clock.now();
         if let Admit::Defer(until) = self.breakers.admit(&d.subscription_id, now) {
-            self.ports.queue.defer(d, until).await?;
+            self.ports.lanes.defer(d, until).await?;
             self.metrics.deferred.fetch_add(1, Ordering::Relaxed);
             return Ok(Step::Deferred(until));
         }
         let lease = now + self.config.attempt_timeout + Duration::from_secs(5);
-        if !self.ports.queue.begin_attempt(d, now, lease).await? {
+        if !self.ports.lanes.begin(d, now, lease).await? {
             return Ok(Step::Skipped);
         }
         self.metrics.attempts.fetch_add(1, Ordering::Relaxed);
@@ -78,17 +76,15 @@ impl Engine {
     }
 
     async fn drop_delivery(&self, d: &Delivery) -> StoreResult<Step> {
-        self.ports
-            .queue
-            .finish(d, None, &Finish::Dropped, None, None)
-            .await?;
+        let dropped = Finish::without_attempt(End::Dropped);
+        self.ports.lanes.finish(d, &dropped).await?;
         self.metrics.dropped.fetch_add(1, Ordering::Relaxed);
         info!(
             subscription_id = d.subscription_id.as_str(),
             event_id = d.event_id.as_str(),
             "delivery dropped: subscription gone"
         );
-        Ok(Step::Dropped)
+        Ok(Step::Ended(End::Dropped))
     }
 
     /// Reads the subscription (consistent) and, unless it is at hand, the
@@ -103,7 +99,7 @@ impl Engine {
             return Ok(Prepared::Gone);
         };
         if sub.status == SubscriptionStatus::Suspended {
-            return Ok(Prepared::Suspended(Box::new(sub)));
+            return Ok(Prepared::Suspended);
         }
         let event = match known.filter(|e| e.id == d.event_id) {
             Some(e) => Some(e),
@@ -169,46 +165,29 @@ impl Engine {
         decision: Decision,
         seq: Sequence,
     ) -> StoreResult<Step> {
-        let (outcome, finish, step) = match decision {
-            Decision::Delivered => ("delivered", Finish::Delivered, Step::Delivered),
-            Decision::RetryIn(delay) => {
-                let at = self.ports.clock.now() + delay;
-                ("retrying", Finish::RetryAt(at), Step::Retrying(at))
-            }
-            Decision::Park(reason) => (
-                "parked",
-                Finish::Parked(reason.clone()),
-                Step::Parked(reason),
-            ),
+        let (outcome, end) = match decision {
+            Decision::Delivered => ("delivered", End::Delivered),
+            Decision::RetryIn(delay) => ("retrying", End::Retry(self.ports.clock.now() + delay)),
+            Decision::Park(reason) => ("parked", End::Parked(reason)),
         };
-        let attempt = Attempt {
-            id: AttemptId::generate(),
-            tenant: d.tenant.clone(),
-            subscription_id: d.subscription_id.clone(),
-            event_id: d.event_id.clone(),
-            attempt: attempt_no,
-            started_at,
-            duration_ms: report.elapsed.as_millis() as u64,
-            status_code: report.result.status(),
-            outcome: outcome.to_owned(),
-            error: (!report.result.is_success()).then(|| report.result.describe()),
-            response_excerpt: report.excerpt.clone(),
-        };
-        let ended = matches!(step, Step::Delivered | Step::Parked(_));
+        let attempt = logged(d, attempt_no, started_at, report, outcome);
+        let ended = matches!(end, End::Delivered | End::Parked(_));
         let health =
             ended.then(|| next_health(&sub.health, &attempt, report.result.failure_class(), seq));
-        self.ports
-            .queue
-            .finish(d, Some(sub), &finish, Some(&attempt), health.as_ref())
-            .await?;
-        let counter = match &step {
-            Step::Delivered => &self.metrics.delivered,
-            Step::Retrying(_) => &self.metrics.retried,
+        let finish = Finish {
+            end,
+            attempt: Some(attempt),
+            health,
+        };
+        self.ports.lanes.finish(d, &finish).await?;
+        let counter = match &finish.end {
+            End::Delivered => &self.metrics.delivered,
+            End::Retry(_) => &self.metrics.retried,
             _ => &self.metrics.parked,
         };
         counter.fetch_add(1, Ordering::Relaxed);
-        if let Some(health) = &health {
-            self.suspend_if_due(sub, health, &attempt).await?;
+        if let (Some(health), Some(attempt)) = (&finish.health, &finish.attempt) {
+            self.suspend_if_due(sub, health, attempt).await?;
         }
         info!(
             subscription_id = d.subscription_id.as_str(),
@@ -217,6 +196,29 @@ impl Engine {
             outcome,
             "attempt finished"
         );
-        Ok(step)
+        Ok(Step::Ended(finish.end))
+    }
+}
+
+/// The attempt-log entry of one attempt.
+fn logged(
+    d: &Delivery,
+    attempt_no: u32,
+    started_at: OffsetDateTime,
+    report: &SendReport,
+    outcome: &str,
+) -> Attempt {
+    Attempt {
+        id: AttemptId::generate(),
+        tenant: d.tenant.clone(),
+        subscription_id: d.subscription_id.clone(),
+        event_id: d.event_id.clone(),
+        attempt: attempt_no,
+        started_at,
+        duration_ms: report.elapsed.as_millis() as u64,
+        status_code: report.result.status(),
+        outcome: outcome.to_owned(),
+        error: (!report.result.is_success()).then(|| report.result.describe()),
+        response_excerpt: report.excerpt.clone(),
     }
 }

@@ -75,7 +75,7 @@ impl Engine {
         );
         if !self
             .ports
-            .subscriptions
+            .suspensions
             .suspend(&sub.tenant, &sub.id, now, &reason)
             .await?
         {
@@ -88,6 +88,15 @@ impl Engine {
         entry.outcome = "suspended".into();
         entry.error = Some(reason.clone());
         self.ports.attempts.record(&entry).await?;
+        // The notice goes out even when the count cannot be read: it says
+        // null then, never a made-up number.
+        let held = match self.ports.backfills.waiting(sub).await {
+            Ok(n) => Some(n),
+            Err(e) => {
+                warn!(subscription_id = sub.id.as_str(), error = %e, "counting held deliveries failed");
+                None
+            }
+        };
         let notice = json!({
             "subscription_id": sub.id.as_str(),
             "tenant_id": sub.tenant.as_str(),
@@ -98,7 +107,7 @@ impl Engine {
             "suspended_at": rfc3339(now),
             "last_status_code": health.last_status_code,
             "last_error": excerpt(health.last_error.as_deref()),
-            "held_events": self.ports.queue.waiting(sub).await.unwrap_or(0),
+            "held_events": held,
             "reenable": format!(
                 "POST /v1/tenants/{}/subscriptions/{}/enable (probes the endpoint, then delivers what was missed)",
                 sub.tenant.as_str(),
@@ -160,7 +169,6 @@ impl Engine {
             health: Health::default(),
             suspended_at: None,
             status_reason: None,
-            spilling: false,
             created_at: now,
             updated_at: now,
         });
@@ -214,14 +222,14 @@ impl Engine {
         if !ok {
             let reason = format!("re-enable probe failed: {}", report.result.describe());
             self.ports
-                .subscriptions
+                .suspensions
                 .set_status_reason(&sub.tenant, &sub.id, &reason)
                 .await?;
             return Err(EnableError::ProbeFailed(reason));
         }
         if self
             .ports
-            .subscriptions
+            .suspensions
             .activate(&sub.tenant, &sub.id, now)
             .await?
         {
@@ -232,7 +240,7 @@ impl Engine {
                 .or(sub.suspended_at)
                 .unwrap_or(now)
                 .max(now - BACKFILL_REACH);
-            self.ports.queue.start_backfill(&sub, since, now).await?;
+            self.ports.backfills.start(&sub, since, now).await?;
             self.ports.wakeup.backfill();
         }
         let current = self.ports.subscriptions.get(&sub.tenant, &sub.id).await?;
@@ -253,7 +261,7 @@ mod tests {
     use crate::config::Config;
     use crate::contract;
     use crate::engine::Ports;
-    use crate::ports::{Notifier, SubscriptionStore, SystemClock, Wakeup};
+    use crate::ports::{Notifier, SubscriptionStore, Wakeup};
     use crate::sqlite::SqliteStore;
 
     /// Counts notices (a hand-written fake: this tests the core alone).
@@ -281,24 +289,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = SqliteStore::open(&dir.path().join("t.db")).unwrap();
         let notices = Arc::new(Counting::default());
-        let ports = Ports {
-            subscriptions: Arc::new(store.clone()),
-            events: Arc::new(store.clone()),
-            queue: Arc::new(store.clone()),
-            attempts: Arc::new(store.clone()),
-            clock: Arc::new(SystemClock),
-            sender: Arc::new(
-                crate::sender::HttpSender::new(
-                    Default::default(),
-                    std::time::Duration::from_secs(1),
-                    Arc::new(crate::ports::SystemDns),
-                )
-                .unwrap(),
-            ),
-            dns: Arc::new(crate::ports::SystemDns),
-            wakeup: Arc::new(Quiet),
-            notifier: notices.clone(),
-        };
+        let ports = Ports::build(
+            store.clone(),
+            &Config::default(),
+            crate::engine::Outside::default(),
+            Arc::new(Quiet),
+            notices.clone(),
+        )
+        .unwrap();
         let config = Config {
             suspend_policy: crate::health::SuspendPolicy::parse("retryable=1/0s").unwrap(),
             ..Config::default()

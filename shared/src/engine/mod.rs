@@ -7,8 +7,10 @@
 
 mod deliver;
 mod lifecycle;
+mod wiring;
 
 pub use lifecycle::{EnableError, OPERATOR_TENANT};
+pub use wiring::{Outside, Ports, Store};
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -19,10 +21,7 @@ use tracing::info;
 use crate::config::Config;
 use crate::domain::{Event, SubscriptionId};
 use crate::health::Breakers;
-use crate::ports::{
-    Accepted, AttemptLog, Clock, DeliveryQueue, Dns, EventArchive, NewDelivery, Notifier, Sender,
-    StoreResult, SubscriptionStore, Wakeup,
-};
+use crate::ports::{Accepted, End, NewDelivery, StoreResult};
 
 /// How far apart two machines' clocks may be: a subscription created this
 /// long after an event was accepted may still have been created before it.
@@ -102,45 +101,13 @@ impl Metrics {
     }
 }
 
-/// The ports the engine works through.
-#[derive(Clone)]
-pub struct Ports {
-    /// Subscriptions.
-    pub subscriptions: Arc<dyn SubscriptionStore>,
-    /// Event archive and fan-out intake.
-    pub events: Arc<dyn EventArchive>,
-    /// Delivery lanes.
-    pub queue: Arc<dyn DeliveryQueue>,
-    /// Attempt log.
-    pub attempts: Arc<dyn AttemptLog>,
-    /// Time.
-    pub clock: Arc<dyn Clock>,
-    /// HTTP sender.
-    pub sender: Arc<dyn Sender>,
-    /// Name resolution for the egress guard: the registration check and
-    /// the sender's resolver ask the same one.
-    pub dns: Arc<dyn Dns>,
-    /// Worker wake-ups.
-    pub wakeup: Arc<dyn Wakeup>,
-    /// Suspension notices beyond the operator webhook.
-    pub notifier: Arc<dyn Notifier>,
-}
-
-/// What one call to [`Engine::deliver`] did.
+/// What one call to [`Engine::deliver`] came to.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Step {
-    /// The subscription is gone: the delivery was dropped (G4).
-    Dropped,
+    /// The delivery's turn ended so (and the lane recorded it).
+    Ended(End),
     /// Someone else holds or finished it; nothing was sent.
     Skipped,
-    /// 2xx.
-    Delivered,
-    /// Due again at this time.
-    Retrying(OffsetDateTime),
-    /// Parked with this reason.
-    Parked(String),
-    /// The subscription is suspended: held for the backfill, not attempted.
-    Held,
     /// The circuit breaker is open: put off until then, not attempted.
     Deferred(OffsetDateTime),
 }
@@ -271,7 +238,7 @@ impl Engine {
         if batch.is_empty() {
             return Ok(0);
         }
-        self.ports.queue.enqueue(&batch).await?;
+        self.ports.lanes.enqueue(&batch).await?;
         // Lanes are woken per tenant; a batch can span tenants.
         let mut i = 0;
         while i < batch.len() {

@@ -8,8 +8,11 @@
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::{corrupt, from_ms, ms, SqliteStore};
+use crate::domain::Subscription;
 use crate::domain::{EventFilter, EventType, SubscriptionId, TenantId};
-use crate::ports::StoreResult;
+use crate::ports::{Backfills, StoreResult};
+use async_trait::async_trait;
+use time::OffsetDateTime;
 
 /// Events scanned per step at most (skipped ones included).
 const SCAN: i64 = 200;
@@ -170,5 +173,40 @@ impl SqliteStore {
     pub async fn backfill_step(&self, sub: &SubscriptionId) -> StoreResult<BackfillStep> {
         let sub = sub.as_str().to_owned();
         self.write_relaxed(move |conn| step(conn, &sub)).await
+    }
+}
+
+#[async_trait]
+impl Backfills for SqliteStore {
+    async fn start(
+        &self,
+        sub: &Subscription,
+        since: OffsetDateTime,
+        until: OffsetDateTime,
+    ) -> StoreResult<()> {
+        let (id, tenant) = (sub.id.clone(), sub.tenant.clone());
+        let (since, until) = (ms(since), ms(until));
+        self.write(move |conn| {
+            conn.execute(
+                "INSERT OR REPLACE INTO backfill_jobs (subscription_id, tenant, until_at, cursor_at, cursor_id, started_at) \
+                 VALUES (?1, ?2, ?3, ?4, '', ?3)",
+                params![id.as_str(), tenant.as_str(), until, since - 1],
+            )
+            .map(|_| ())
+        })
+        .await
+    }
+
+    async fn waiting(&self, sub: &Subscription) -> StoreResult<u64> {
+        let id = sub.id.clone();
+        self.read(move |conn| {
+            conn.query_row(
+                "SELECT COUNT(*) FROM deliveries WHERE subscription_id = ?1 AND state IN ('pending', 'held')",
+                params![id.as_str()],
+                |r| r.get::<_, i64>(0),
+            )
+            .map(|n| n as u64)
+        })
+        .await
     }
 }

@@ -8,16 +8,13 @@ use rusqlite::{params, OptionalExtension, Row};
 use time::OffsetDateTime;
 
 use super::{corrupt, from_ms, ms, readable, SqliteStore};
-use crate::domain::{
-    Attempt, DeadLetter, Delivery, Event, EventId, EventType, Health, Subscription, SubscriptionId,
-    TenantId,
-};
-use crate::ports::{DeliveryQueue, DeliveryView, Finish, NewDelivery, StoreResult};
+use crate::domain::{Delivery, DeliveryState, Event, EventId, EventType, SubscriptionId, TenantId};
+use crate::ports::{End, Finish, LaneQueue, NewDelivery, StoreResult};
 
-const DELIVERY_COLUMNS: &str =
+pub(super) const DELIVERY_COLUMNS: &str =
     "seq, tenant, subscription_id, event_id, event_type, attempts, first_attempt_at, next_attempt_at";
 
-fn delivery_row(r: &Row<'_>) -> rusqlite::Result<Delivery> {
+pub(super) fn delivery_row(r: &Row<'_>) -> rusqlite::Result<Delivery> {
     Ok(Delivery {
         seq: r.get(0)?,
         tenant: TenantId::parse(&r.get::<_, String>(1)?).map_err(|_| corrupt("tenant"))?,
@@ -46,48 +43,12 @@ fn head_row(r: &Row<'_>) -> rusqlite::Result<(Delivery, Option<Event>)> {
     Ok((d, event))
 }
 
-fn dead_letter_row(r: &Row<'_>) -> rusqlite::Result<(i64, DeadLetter)> {
-    Ok((
-        r.get(0)?,
-        DeadLetter {
-            subscription_id: SubscriptionId::parse(&r.get::<_, String>(1)?)
-                .map_err(|_| corrupt("subscription id"))?,
-            event_id: EventId::parse(&r.get::<_, String>(2)?).map_err(|_| corrupt("event id"))?,
-            event_type: EventType::parse(&r.get::<_, String>(3)?).map_err(|_| corrupt("type"))?,
-            attempts: r.get(4)?,
-            last_status_code: r.get(5)?,
-            reason: r.get(6)?,
-            first_attempt_at: r.get::<_, Option<i64>>(7)?.map(from_ms),
-            parked_at: from_ms(r.get(8)?),
-        },
-    ))
-}
-
-fn view_row(r: &Row<'_>) -> rusqlite::Result<DeliveryView> {
-    let attempts: u32 = r.get(2)?;
-    let state = match (r.get::<_, String>(1)?.as_str(), attempts) {
-        ("pending" | "held", 0) => "pending",
-        ("held", _) => "retrying",
-        ("pending", _) => "retrying",
-        ("delivered", _) => "delivered",
-        ("parked", _) => "parked",
-        ("dropped", _) => "dropped",
-        _ => return Err(corrupt("delivery state")),
-    };
-    Ok(DeliveryView {
-        subscription_id: SubscriptionId::parse(&r.get::<_, String>(0)?)
-            .map_err(|_| corrupt("subscription id"))?,
-        state,
-        attempts,
-        last_status_code: r.get(3)?,
-        next_attempt_at: (matches!(state, "pending" | "retrying"))
-            .then(|| r.get::<_, i64>(4).map(from_ms))
-            .transpose()?,
-    })
-}
-
+/// The write plan: enqueue is one insert per delivery, in one transaction
+/// per call; `begin` is one conditional update that also checks the
+/// tombstone; `finish` is one transaction holding the attempt-log row, the
+/// health record (when the retry sequence ended) and the delivery's state.
 #[async_trait]
-impl DeliveryQueue for SqliteStore {
+impl LaneQueue for SqliteStore {
     async fn enqueue(&self, deliveries: &[NewDelivery]) -> StoreResult<()> {
         let rows = deliveries.to_vec();
         let now = ms(OffsetDateTime::now_utc());
@@ -111,7 +72,7 @@ impl DeliveryQueue for SqliteStore {
         .await
     }
 
-    async fn begin_attempt(
+    async fn begin(
         &self,
         d: &Delivery,
         now: OffsetDateTime,
@@ -137,138 +98,41 @@ impl DeliveryQueue for SqliteStore {
         .await
     }
 
-    async fn finish(
-        &self,
-        d: &Delivery,
-        _sub: Option<&Subscription>,
-        finish: &Finish,
-        last: Option<&Attempt>,
-        health: Option<&Health>,
-    ) -> StoreResult<()> {
+    async fn finish(&self, d: &Delivery, finish: &Finish) -> StoreResult<()> {
         let (seq, tenant, sub) = (d.seq, d.tenant.clone(), d.subscription_id.clone());
         let finish = finish.clone();
-        let (last, health) = (last.cloned(), health.cloned());
-        let status = last.as_ref().and_then(|a| a.status_code);
-        let error = last.as_ref().and_then(|a| a.error.clone());
         let now = ms(OffsetDateTime::now_utc());
-        // State, attempt log and health in one write.
         self.write_relaxed(move |conn| {
-            if let Some(a) = &last {
+            if let Some(a) = &finish.attempt {
                 super::attempts::insert(conn, a)?;
             }
-            if let Some(h) = &health {
+            if let Some(h) = &finish.health {
                 super::subscriptions::write_health(conn, &tenant, &sub, h)?;
             }
-            let (state, next, reason, parked) = match &finish {
-                Finish::Delivered => ("delivered", None, None, None),
-                Finish::RetryAt(at) => ("pending", Some(ms(*at)), None, None),
-                Finish::Parked(reason) => ("parked", None, Some(reason.clone()), Some(now)),
-                Finish::Dropped => ("dropped", None, None, None),
-                Finish::Held => ("held", None, None, None),
+            let (state, next, reason, parked) = match &finish.end {
+                End::Delivered => (DeliveryState::Delivered, None, None, None),
+                End::Retry(at) => (DeliveryState::Pending, Some(ms(*at)), None, None),
+                End::Parked(reason) => (DeliveryState::Parked, None, Some(reason.clone()), Some(now)),
+                End::Dropped => (DeliveryState::Dropped, None, None, None),
+                End::Held => (DeliveryState::Held, None, None, None),
             };
+            let last = finish.attempt.as_ref();
             conn.prepare_cached(
                 "UPDATE deliveries SET state = ?2, next_attempt_at = COALESCE(?3, next_attempt_at), \
                  last_status = COALESCE(?4, last_status), last_error = ?5, reason = ?6, parked_at = ?7, \
                  updated_at = ?8 WHERE seq = ?1 AND state = 'pending'",
             )?
-            .execute(params![seq, state, next, status, error, reason, parked, now])?;
+            .execute(params![
+                seq,
+                state.as_str(),
+                next,
+                last.and_then(|a| a.status_code),
+                last.and_then(|a| a.error.clone()),
+                reason,
+                parked,
+                now
+            ])?;
             Ok(())
-        })
-        .await
-    }
-
-    async fn dead_letters(
-        &self,
-        tenant: &TenantId,
-        subscription: Option<&SubscriptionId>,
-        after: Option<i64>,
-        limit: usize,
-    ) -> StoreResult<Vec<(i64, DeadLetter)>> {
-        let tenant = tenant.clone();
-        let sub = subscription.map(|s| s.as_str().to_owned());
-        self.read(move |conn| {
-            conn.prepare_cached(
-                "SELECT seq, subscription_id, event_id, event_type, attempts, last_status, reason, \
-                 first_attempt_at, parked_at FROM deliveries \
-                 WHERE tenant = ?1 AND state = 'parked' AND seq > ?2 \
-                 AND (?3 IS NULL OR subscription_id = ?3) ORDER BY seq LIMIT ?4",
-            )?
-            .query_map(
-                params![tenant.as_str(), after.unwrap_or(0), sub, limit as i64],
-                |r| Ok((r.get::<_, i64>(0)?, dead_letter_row(r))),
-            )
-            .and_then(|rows| readable("parked delivery", rows))
-        })
-        .await
-    }
-
-    async fn replay(
-        &self,
-        tenant: &TenantId,
-        subscription: Option<&SubscriptionId>,
-        event_ids: Option<&[EventId]>,
-        now: OffsetDateTime,
-    ) -> StoreResult<Vec<SubscriptionId>> {
-        let tenant = tenant.clone();
-        let sub = subscription.map(|s| s.as_str().to_owned());
-        let events: Option<Vec<String>> =
-            event_ids.map(|ids| ids.iter().map(|e| e.as_str().to_owned()).collect());
-        let now = ms(now);
-        self.write(move |conn| {
-            let parked: Vec<Delivery> = conn
-                .prepare_cached(&format!(
-                    "SELECT {DELIVERY_COLUMNS} FROM deliveries d WHERE tenant = ?1 AND state = 'parked' \
-                     AND (?2 IS NULL OR subscription_id = ?2) AND EXISTS (\
-                       SELECT 1 FROM subscriptions s WHERE s.id = d.subscription_id AND s.deleted_at IS NULL) \
-                     ORDER BY seq"
-                ))?
-                .query_map(params![tenant.as_str(), sub], |r| {
-                    Ok((r.get::<_, i64>(0)?, delivery_row(r)))
-                })
-                .and_then(|rows| readable("parked delivery", rows))?;
-            let mut replayed = Vec::new();
-            for d in parked {
-                if let Some(ids) = &events {
-                    if !ids.iter().any(|e| e == d.event_id.as_str()) {
-                        continue;
-                    }
-                }
-                // A fresh row at the end of the lane: new seq, fresh ladder.
-                conn.prepare_cached("DELETE FROM deliveries WHERE seq = ?1")?
-                    .execute(params![d.seq])?;
-                conn.prepare_cached(
-                    "INSERT INTO deliveries (tenant, subscription_id, event_id, event_type, state, next_attempt_at, updated_at) \
-                     VALUES (?1, ?2, ?3, ?4, 'pending', ?5, ?5)",
-                )?
-                .execute(params![
-                    d.tenant.as_str(),
-                    d.subscription_id.as_str(),
-                    d.event_id.as_str(),
-                    d.event_type.as_str(),
-                    now
-                ])?;
-                replayed.push(d.subscription_id);
-            }
-            Ok(replayed)
-        })
-        .await
-    }
-
-    async fn event_deliveries(
-        &self,
-        tenant: &TenantId,
-        event_id: &EventId,
-    ) -> StoreResult<Vec<DeliveryView>> {
-        let (tenant, event_id) = (tenant.clone(), event_id.clone());
-        self.read(move |conn| {
-            conn.prepare_cached(
-                "SELECT subscription_id, state, attempts, last_status, next_attempt_at FROM deliveries \
-                 WHERE tenant = ?1 AND event_id = ?2 ORDER BY subscription_id",
-            )?
-            .query_map(params![tenant.as_str(), event_id.as_str()], |r| {
-                Ok((r.get::<_, String>(0)?, view_row(r)))
-            })
-            .and_then(|rows| readable("delivery", rows))
         })
         .await
     }
@@ -281,38 +145,6 @@ impl DeliveryQueue for SqliteStore {
             )?
             .execute(params![seq, until])
             .map(|_| ())
-        })
-        .await
-    }
-
-    async fn start_backfill(
-        &self,
-        sub: &Subscription,
-        since: OffsetDateTime,
-        until: OffsetDateTime,
-    ) -> StoreResult<()> {
-        let (id, tenant) = (sub.id.clone(), sub.tenant.clone());
-        let (since, until) = (ms(since), ms(until));
-        self.write(move |conn| {
-            conn.execute(
-                "INSERT OR REPLACE INTO backfill_jobs (subscription_id, tenant, until_at, cursor_at, cursor_id, started_at) \
-                 VALUES (?1, ?2, ?3, ?4, '', ?3)",
-                params![id.as_str(), tenant.as_str(), until, since - 1],
-            )
-            .map(|_| ())
-        })
-        .await
-    }
-
-    async fn waiting(&self, sub: &Subscription) -> StoreResult<u64> {
-        let id = sub.id.clone();
-        self.read(move |conn| {
-            conn.query_row(
-                "SELECT COUNT(*) FROM deliveries WHERE subscription_id = ?1 AND state IN ('pending', 'held')",
-                params![id.as_str()],
-                |r| r.get::<_, i64>(0),
-            )
-            .map(|n| n as u64)
         })
         .await
     }

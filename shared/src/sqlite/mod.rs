@@ -21,6 +21,7 @@ mod deliveries;
 mod events;
 mod schema;
 mod subscriptions;
+mod views;
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;

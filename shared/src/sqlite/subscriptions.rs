@@ -9,7 +9,7 @@ use crate::domain::{
     EventFilter, EventType, Health, PreviousSecret, Subscription, SubscriptionId,
     SubscriptionStatus, TenantId,
 };
-use crate::ports::{StoreResult, SubscriptionStore};
+use crate::ports::{StoreResult, SubscriptionStore, Suspensions};
 use crate::signing::Secret;
 
 const COLUMNS: &str = "id, tenant, url, filters, description, metadata, secret, prev_secret, \
@@ -42,7 +42,6 @@ fn from_row(r: &Row<'_>) -> rusqlite::Result<Subscription> {
         health: serde_json::from_str(&text(10)?).map_err(|_| corrupt("health"))?,
         suspended_at: r.get::<_, Option<i64>>(11)?.map(from_ms),
         status_reason: r.get(12)?,
-        spilling: false,
         created_at: from_ms(r.get(13)?),
         updated_at: from_ms(r.get(14)?),
     })
@@ -233,7 +232,10 @@ impl SubscriptionStore for SqliteStore {
         })
         .await
     }
+}
 
+#[async_trait]
+impl Suspensions for SqliteStore {
     async fn suspend(
         &self,
         tenant: &TenantId,
@@ -289,16 +291,5 @@ impl SubscriptionStore for SqliteStore {
             .map(|_| ())
         })
         .await
-    }
-
-    async fn record_health(
-        &self,
-        tenant: &TenantId,
-        id: &SubscriptionId,
-        health: &Health,
-    ) -> StoreResult<()> {
-        let (tenant, id, health) = (tenant.clone(), id.clone(), health.clone());
-        self.write_relaxed(move |conn| write_health(conn, &tenant, &id, &health))
-            .await
     }
 }

@@ -1,11 +1,9 @@
 //! The SQLite adapter against the shared storage contract, plus what only
 //! the embedded store does (lanes, fan-out intake, group commit).
 
-use std::sync::Arc;
-
 use crate::contract::{self, Harness};
 use crate::domain::{Delivery, SubscriptionId};
-use crate::ports::{AttemptLog, DeliveryQueue, EventArchive, SubscriptionStore};
+use crate::ports::{DeliveryViews, LaneQueue, SubscriptionStore};
 
 use super::SqliteStore;
 
@@ -22,17 +20,8 @@ fn open() -> Sqlite {
 
 #[async_trait::async_trait]
 impl Harness for Sqlite {
-    fn subscriptions(&self) -> Arc<dyn SubscriptionStore> {
-        Arc::new(self.store.clone())
-    }
-    fn events(&self) -> Arc<dyn EventArchive> {
-        Arc::new(self.store.clone())
-    }
-    fn queue(&self) -> Arc<dyn DeliveryQueue> {
-        Arc::new(self.store.clone())
-    }
-    fn attempts(&self) -> Arc<dyn AttemptLog> {
-        Arc::new(self.store.clone())
+    fn ports(&self) -> crate::engine::Ports {
+        contract::ports_over(self.store.clone())
     }
     async fn next_delivery(&self, sub: &SubscriptionId) -> Option<Delivery> {
         self.store
@@ -104,7 +93,6 @@ async fn deleting_a_subscription_drops_its_queued_deliveries_and_refuses_new_att
         subscription_id: sub.id.clone(),
         event_id: crate::domain::EventId::generate(),
         event_type: crate::domain::EventType::parse("a.b").unwrap(),
-        spill: false,
         event: None,
     };
     h.store.enqueue(&[d]).await.unwrap();
@@ -121,7 +109,7 @@ async fn deleting_a_subscription_drops_its_queued_deliveries_and_refuses_new_att
     );
     let now = time::OffsetDateTime::now_utc();
     let lease = now + time::Duration::seconds(30);
-    assert!(!h.store.begin_attempt(&head, now, lease).await.unwrap());
+    assert!(!h.store.begin(&head, now, lease).await.unwrap());
     assert!(h
         .store
         .lane_head(&sub.id, super::Lane::Live)
@@ -163,7 +151,6 @@ fn delivery_of(sub: &crate::domain::Subscription, n: u32) -> crate::ports::NewDe
         subscription_id: sub.id.clone(),
         event_id: crate::domain::EventId::parse(&format!("evt_{n}")).unwrap(),
         event_type: crate::domain::EventType::parse("a.b").unwrap(),
-        spill: false,
         event: None,
     }
 }
@@ -214,7 +201,7 @@ async fn a_queued_delivery_that_does_not_parse_is_parked_with_the_reason_reporte
     // Lists leave the unreadable row out, count it, and still answer.
     let views = h
         .store
-        .event_deliveries(&t, &crate::domain::EventId::parse("evt_2").unwrap())
+        .of_event(&t, &crate::domain::EventId::parse("evt_2").unwrap())
         .await
         .unwrap();
     assert_eq!(views.len(), 1);
@@ -229,7 +216,7 @@ async fn a_queued_delivery_that_does_not_parse_is_parked_with_the_reason_reporte
         .unwrap();
     let views = h
         .store
-        .event_deliveries(&t, &crate::domain::EventId::parse("evt_2").unwrap())
+        .of_event(&t, &crate::domain::EventId::parse("evt_2").unwrap())
         .await
         .unwrap();
     assert!(views.is_empty(), "an unknown state is not read as another");

@@ -14,9 +14,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
-use hooklane_core::domain::{Delivery, Event, EventId, EventType, SubscriptionId, TenantId};
+use hooklane_core::domain::{
+    Delivery, DeliveryRecord, DeliveryState, Event, EventId, EventType, SubscriptionId, TenantId,
+};
 use hooklane_core::engine::{Engine, Step};
-use hooklane_core::ports::StoreError;
+use hooklane_core::ports::{End, StoreError};
 use time::OffsetDateTime;
 use tracing::error;
 
@@ -140,26 +142,29 @@ async fn attempt(ctx: &Deliver, m: &SqsMessage, p: &Parsed, read_record: bool) -
             return (Outcome::Retry, false);
         }
     };
-    let mut record = record.unwrap_or_default();
-    if record.state == "parked" && m.message_attributes.contains_key("reason") {
+    let mut record = record.unwrap_or_else(DeliveryRecord::queued);
+    if record.state == DeliveryState::Parked && m.message_attributes.contains_key("reason") {
         if let Err(e) = ctx.store.reset_parked(&p.sub, &p.event).await {
             error!(error = %e, "resetting a redriven delivery failed");
             return (Outcome::Retry, false);
         }
-        record = Default::default();
+        record = DeliveryRecord::queued();
     }
-    if matches!(record.state.as_str(), "delivered" | "parked") {
+    if matches!(
+        record.state,
+        DeliveryState::Delivered | DeliveryState::Parked
+    ) {
         // A finished delivery seen again: the process that finished it may
         // have stopped between the outcome write and moving the lane's
         // spilled deliveries back to the queue. Move them now, or they
         // would wait for a lane with nothing left in the queue.
-        if let Err(e) = ctx.store.resume_refill(&p.tenant, &p.sub).await {
+        if let Err(e) = ctx.store.resume_refill((&p.tenant, &p.sub)).await {
             error!(error = %e, "refilling after a finished delivery failed");
             return (Outcome::Retry, false);
         }
         return (Outcome::Done, false);
     }
-    if matches!(record.state.as_str(), "dropped" | "held") {
+    if matches!(record.state, DeliveryState::Dropped | DeliveryState::Held) {
         return (Outcome::Done, false);
     }
     let now = OffsetDateTime::now_utc();
@@ -180,7 +185,7 @@ async fn attempt(ctx: &Deliver, m: &SqsMessage, p: &Parsed, read_record: bool) -
         next_attempt_at: now,
     };
     match ctx.engine.deliver(&d, p.carried.clone()).await {
-        Ok(Step::Retrying(at) | Step::Deferred(at)) => (
+        Ok(Step::Ended(End::Retry(at)) | Step::Deferred(at)) => (
             back_off(ctx, m, at - OffsetDateTime::now_utc()).await,
             false,
         ),

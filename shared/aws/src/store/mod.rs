@@ -15,11 +15,14 @@
 mod attempts;
 mod backfill;
 mod conflicts;
+mod dead_letters;
 mod deliveries;
 mod events;
+mod lane_flags;
 mod resources;
 mod spill;
 mod subscriptions;
+mod views;
 
 use std::collections::HashMap;
 
@@ -49,6 +52,8 @@ pub struct AwsStore {
     pub(crate) ddb: aws_sdk_dynamodb::Client,
     pub(crate) sqs: aws_sdk_sqs::Client,
     pub(crate) settings: Settings,
+    /// Lane spill flags as last read (shared by clones).
+    pub(crate) lane_flags: std::sync::Arc<lane_flags::LaneFlags>,
 }
 
 impl AwsStore {
@@ -73,6 +78,7 @@ impl AwsStore {
             ddb: aws_sdk_dynamodb::Client::from_conf(ddb.build()),
             sqs: aws_sdk_sqs::Client::from_conf(sqs.build()),
             settings,
+            lane_flags: Default::default(),
         }
     }
 
@@ -87,6 +93,7 @@ impl AwsStore {
             ddb: aws_sdk_dynamodb::Client::from_conf(ddb_config(&sdk).build()),
             sqs,
             settings,
+            lane_flags: Default::default(),
         }
     }
 

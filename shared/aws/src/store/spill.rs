@@ -18,7 +18,7 @@
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update};
-use hooklane_core::domain::{Subscription, SubscriptionId, TenantId};
+use hooklane_core::domain::{SubscriptionId, TenantId};
 use hooklane_core::ports::StoreResult;
 use time::OffsetDateTime;
 
@@ -36,6 +36,9 @@ const REFILL_ROUNDS: usize = 50;
 /// cancelled (two fan-outs spilling at once), before the caller's message
 /// is left to come back.
 const CONFLICT_TRIES: u32 = 8;
+
+/// A lane: its tenant and subscription.
+pub(crate) type Lane<'a> = (&'a TenantId, &'a SubscriptionId);
 
 fn spill_pk(sub: &str) -> String {
     format!("L#{sub}")
@@ -145,11 +148,12 @@ impl AwsStore {
     /// Deletes refilled items and uncounts them in one transaction. When
     /// the subscription's item is gone (nothing to count on), the items
     /// are deleted alone.
-    async fn delete_refilled(&self, sub: &Subscription, items: &[Item]) -> StoreResult<()> {
+    async fn delete_refilled(&self, lane: Lane<'_>, items: &[Item]) -> StoreResult<()> {
+        let (tenant, sub) = lane;
         let uncount = Update::builder()
             .table_name(&self.settings.table)
-            .key("pk", string_attr(tenant_pk(&sub.tenant)))
-            .key("sk", string_attr(sub_sk(&sub.id)))
+            .key("pk", string_attr(tenant_pk(tenant)))
+            .key("sk", string_attr(sub_sk(sub)))
             .update_expression("ADD spilled :d")
             .condition_expression("attribute_exists(pk)")
             .expression_attribute_values(":d", number_attr(-(items.len() as i64)))
@@ -159,7 +163,7 @@ impl AwsStore {
         for sk in items.iter().filter_map(|i| get_s(i, "sk")) {
             let delete = Delete::builder()
                 .table_name(&self.settings.table)
-                .key("pk", string_attr(spill_pk(sub.id.as_str())))
+                .key("pk", string_attr(spill_pk(sub.as_str())))
                 .key("sk", string_attr(sk))
                 .build()
                 .map_err(backend)?;
@@ -167,18 +171,18 @@ impl AwsStore {
         }
         match self.transact(actions).await? {
             Txn::Done => Ok(()),
-            Txn::ConditionFailed(_) => self.delete_spilled(&sub.id, items).await,
+            Txn::ConditionFailed(_) => self.delete_spilled(sub, items).await,
         }
     }
 
     /// Marks a subscription's lane as failing: new deliveries spill.
-    pub(crate) async fn start_spilling(&self, sub: &Subscription) -> StoreResult<()> {
+    pub(crate) async fn start_spilling(&self, (tenant, sub): Lane<'_>) -> StoreResult<()> {
         took_effect(
             self.ddb
                 .update_item()
                 .table_name(&self.settings.table)
-                .key("pk", string_attr(tenant_pk(&sub.tenant)))
-                .key("sk", string_attr(sub_sk(&sub.id)))
+                .key("pk", string_attr(tenant_pk(tenant)))
+                .key("sk", string_attr(sub_sk(sub)))
                 .update_expression("SET spilling = :t")
                 .condition_expression(
                     "attribute_exists(pk) AND (attribute_not_exists(spilling) OR spilling = :f)",
@@ -187,8 +191,28 @@ impl AwsStore {
                 .expression_attribute_values(":f", AttributeValue::Bool(false))
                 .send()
                 .await,
-        )
-        .map(|_| ())
+        )?;
+        self.lane_flags.note(sub, true);
+        Ok(())
+    }
+
+    /// Whether a lane spills: as its subscription's last read noted, or
+    /// read from the item when it was not noted.
+    pub(crate) async fn spilling(&self, lane: Lane<'_>) -> StoreResult<bool> {
+        match self.lane_flags.get(lane.1) {
+            Some(flag) => Ok(flag),
+            None => self.spilling_now(lane).await,
+        }
+    }
+
+    /// The lane's flag read from its item (strongly consistent), and noted.
+    async fn spilling_now(&self, (tenant, sub): Lane<'_>) -> StoreResult<bool> {
+        let item = self.get_consistent(tenant_pk(tenant), sub_sk(sub)).await?;
+        let flag = item
+            .as_ref()
+            .is_some_and(|i| matches!(i.get("spilling"), Some(AttributeValue::Bool(true))));
+        self.lane_flags.note(sub, flag);
+        Ok(flag)
     }
 
     async fn spilled_page(&self, sub: &SubscriptionId) -> StoreResult<Vec<Item>> {
@@ -225,34 +249,31 @@ impl AwsStore {
 
     /// Refills the subscription's lane if it is still spilling (a refill
     /// interrupted by a crash after its delivery's outcome was written).
-    pub(crate) async fn resume_refill(
-        &self,
-        tenant: &TenantId,
-        sub: &SubscriptionId,
-    ) -> StoreResult<()> {
-        match hooklane_core::ports::SubscriptionStore::get(self, tenant, sub).await? {
-            Some(s) if s.spilling => self.refill(&s).await,
-            _ => Ok(()),
+    pub(crate) async fn resume_refill(&self, lane: Lane<'_>) -> StoreResult<()> {
+        if self.spilling_now(lane).await? {
+            self.refill(lane).await?;
         }
+        Ok(())
     }
 
     /// Moves spilled deliveries back to the queue in order, then clears the
     /// lane's flag once none are left.
-    pub(crate) async fn refill(&self, sub: &Subscription) -> StoreResult<()> {
+    pub(crate) async fn refill(&self, lane: Lane<'_>) -> StoreResult<()> {
+        let (tenant, sub) = lane;
         for _ in 0..REFILL_ROUNDS {
-            let items = self.spilled_page(&sub.id).await?;
+            let items = self.spilled_page(sub).await?;
             if !items.is_empty() {
                 let msgs = self.refillable(sub, &items).await?;
                 self.send_deliveries(&msgs, "").await?;
-                self.delete_refilled(sub, &items).await?;
+                self.delete_refilled(lane, &items).await?;
                 continue;
             }
             let cleared = self
                 .ddb
                 .update_item()
                 .table_name(&self.settings.table)
-                .key("pk", string_attr(tenant_pk(&sub.tenant)))
-                .key("sk", string_attr(sub_sk(&sub.id)))
+                .key("pk", string_attr(tenant_pk(tenant)))
+                .key("sk", string_attr(sub_sk(sub)))
                 .update_expression("SET spilling = :f")
                 .condition_expression(
                     "attribute_exists(pk) AND (attribute_not_exists(spilled) OR spilled <= :zero)",
@@ -262,7 +283,10 @@ impl AwsStore {
                 .send()
                 .await;
             match cleared {
-                Ok(_) => return Ok(()),
+                Ok(_) => {
+                    self.lane_flags.note(sub, false);
+                    return Ok(());
+                }
                 Err(e) if is_condition_failed(&e) => continue,
                 Err(e) => return Err(backend(e)),
             }
@@ -276,7 +300,7 @@ impl AwsStore {
     /// losing it.
     async fn refillable(
         &self,
-        sub: &Subscription,
+        sub: &SubscriptionId,
         items: &[Item],
     ) -> StoreResult<Vec<DeliveryMessage>> {
         let mut msgs = Vec::with_capacity(items.len());
@@ -287,12 +311,12 @@ impl AwsStore {
                 Some(Err(e)) => {
                     let why = format!("the spilled delivery does not parse: {e}");
                     let body = body.filter(|b| !b.is_empty()).unwrap_or("(empty)");
-                    self.park_unreadable(&super::key_of(item), body, sub.id.as_str(), &why)
+                    self.park_unreadable(&super::key_of(item), body, sub.as_str(), &why)
                         .await?;
                 }
                 None => {
                     let why = "the spilled delivery has no message";
-                    self.park_unreadable(&super::key_of(item), why, sub.id.as_str(), why)
+                    self.park_unreadable(&super::key_of(item), why, sub.as_str(), why)
                         .await?;
                 }
             }

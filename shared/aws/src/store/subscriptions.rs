@@ -1,11 +1,12 @@
-//! `SubscriptionStore` on DynamoDB: items keyed by tenant, tombstoned by
-//! `deleted_at`; the read before every attempt is a consistent `GetItem`
-//! on the base table.
+//! `SubscriptionStore` and `Suspensions` on DynamoDB: items keyed by
+//! tenant, tombstoned by `deleted_at`; the read before every attempt is a
+//! consistent `GetItem` on the base table. Each read also notes the item's
+//! lane flag (`spilling`) for the lane adapter ([`super::lane_flags`]).
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::AttributeValue;
 use hooklane_core::domain::{EventType, Health, Subscription, SubscriptionId, TenantId};
-use hooklane_core::ports::{StoreResult, SubscriptionStore};
+use hooklane_core::ports::{StoreResult, SubscriptionStore, Suspensions};
 use hooklane_core::record::{ms, SubscriptionRecord};
 
 use super::{
@@ -30,21 +31,107 @@ fn to_item(sub: &Subscription) -> StoreResult<Item> {
     Ok(item)
 }
 
-/// Parses a subscription item; `None` for a tombstone.
-pub(crate) fn from_item(item: Item) -> StoreResult<Option<Subscription>> {
+/// Parses a subscription item with its lane flag; `None` for a tombstone.
+pub(crate) fn from_item(item: Item) -> StoreResult<Option<(Subscription, bool)>> {
     if item.contains_key("deleted_at") {
         return Ok(None);
     }
+    let spilling = matches!(item.get("spilling"), Some(AttributeValue::Bool(true)));
     let rec: SubscriptionRecord =
         serde_dynamo::from_item(item).map_err(|_| corrupt("subscription"))?;
     Subscription::try_from(rec)
-        .map(Some)
+        .map(|sub| Some((sub, spilling)))
         .map_err(|_| corrupt("subscription"))
+}
+
+/// The attributes an update may change, each through a placeholder:
+/// several are DynamoDB reserved words (`url`, among others).
+const EDITABLE: &[(&str, &str)] = &[
+    ("#url", "url"),
+    ("#filters", "filters"),
+    ("#metadata", "metadata"),
+    ("#secret", "secret"),
+    ("#updated", "updated_at"),
+    ("#description", "description"),
+    ("#prev", "prev_secret"),
+    ("#prev_exp", "prev_secret_expires_at"),
+];
+
+/// The update expression of a subscription's editable fields and secrets,
+/// and its values: absent optional fields are removed. Health, status and
+/// lane state are other writes' and stay as they are.
+fn editable_fields(
+    rec: &SubscriptionRecord,
+) -> StoreResult<(String, Vec<(&'static str, AttributeValue)>)> {
+    let mut set = vec![
+        "#url = :url",
+        "#filters = :filters",
+        "#metadata = :metadata",
+        "#secret = :secret",
+        "#updated = :updated",
+    ];
+    let mut remove = Vec::new();
+    let mut values = vec![
+        (":url", string_attr(rec.url.clone())),
+        (
+            ":filters",
+            serde_dynamo::to_attribute_value(&rec.filters).map_err(backend)?,
+        ),
+        (
+            ":metadata",
+            serde_dynamo::to_attribute_value(&rec.metadata).map_err(backend)?,
+        ),
+        (":secret", string_attr(rec.secret.clone())),
+        (":updated", number_attr(rec.updated_at)),
+    ];
+    match &rec.description {
+        Some(d) => {
+            set.push("#description = :description");
+            values.push((":description", string_attr(d.clone())));
+        }
+        None => remove.push("#description"),
+    }
+    match (&rec.prev_secret, rec.prev_secret_expires_at) {
+        (Some(p), Some(exp)) => {
+            set.push("#prev = :prev, #prev_exp = :prev_exp");
+            values.push((":prev", string_attr(p.clone())));
+            values.push((":prev_exp", number_attr(exp)));
+        }
+        _ => remove.push("#prev, #prev_exp"),
+    }
+    let mut expression = format!("SET {}", set.join(", "));
+    if !remove.is_empty() {
+        expression.push_str(&format!(" REMOVE {}", remove.join(", ")));
+    }
+    Ok((expression, values))
 }
 
 type UpdateBuilder = aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 
 impl AwsStore {
+    /// Writes a subscription's health record (when a delivery's retry
+    /// sequence ended).
+    pub(crate) async fn write_health(
+        &self,
+        tenant: &TenantId,
+        id: &SubscriptionId,
+        health: &Health,
+    ) -> StoreResult<()> {
+        let value: AttributeValue = serde_dynamo::to_attribute_value(health).map_err(backend)?;
+        let res = self
+            .ddb
+            .update_item()
+            .table_name(&self.settings.table)
+            .key("pk", string_attr(tenant_pk(tenant)))
+            .key("sk", string_attr(sub_sk(id)))
+            .update_expression("SET health = :h")
+            .condition_expression("attribute_exists(pk)")
+            .expression_attribute_values(":h", value)
+            .send()
+            .await;
+        took_effect(res).map(|_| ())
+    }
+
     /// A guarded status change (`ConditionExpression` on the current
     /// status); `true` only when it took effect.
     async fn transition(
@@ -103,10 +190,12 @@ impl AwsStore {
                 .map_err(backend)?;
             for item in resp.items.unwrap_or_default() {
                 let key = key_of(&item);
-                let Some(sub) = readable_keyed("subscription", &key, from_item(item))?.flatten()
+                let Some((sub, spilling)) =
+                    readable_keyed("subscription", &key, from_item(item))?.flatten()
                 else {
                     continue;
                 };
+                self.lane_flags.note(&sub.id, spilling);
                 if after.is_some_and(|a| &sub.id == a) || !keep(&sub) {
                     continue;
                 }
@@ -143,10 +232,11 @@ impl SubscriptionStore for AwsStore {
         id: &SubscriptionId,
     ) -> StoreResult<Option<Subscription>> {
         let item = self.get_consistent(tenant_pk(tenant), sub_sk(id)).await?;
-        match item {
-            Some(item) => from_item(item),
-            None => Ok(None),
-        }
+        let Some((sub, spilling)) = item.map(from_item).transpose()?.flatten() else {
+            return Ok(None);
+        };
+        self.lane_flags.note(&sub.id, spilling);
+        Ok(Some(sub))
     }
 
     async fn list(
@@ -159,68 +249,22 @@ impl SubscriptionStore for AwsStore {
     }
 
     async fn update(&self, sub: &Subscription) -> StoreResult<bool> {
-        let rec = SubscriptionRecord::from(sub);
-        // Every name through a placeholder: several are DynamoDB reserved
-        // words (URL, among others).
-        let mut set = vec![
-            "#url = :url",
-            "#filters = :filters",
-            "#metadata = :metadata",
-            "#secret = :secret",
-            "#updated = :updated",
-        ];
-        let mut remove = Vec::new();
+        let (expression, values) = editable_fields(&SubscriptionRecord::from(sub))?;
         let mut req = self
             .ddb
             .update_item()
             .table_name(&self.settings.table)
             .key("pk", string_attr(tenant_pk(&sub.tenant)))
             .key("sk", string_attr(sub_sk(&sub.id)))
-            .expression_attribute_names("#url", "url")
-            .expression_attribute_names("#filters", "filters")
-            .expression_attribute_names("#metadata", "metadata")
-            .expression_attribute_names("#secret", "secret")
-            .expression_attribute_names("#updated", "updated_at")
-            .expression_attribute_names("#description", "description")
-            .expression_attribute_names("#prev", "prev_secret")
-            .expression_attribute_names("#prev_exp", "prev_secret_expires_at")
-            .expression_attribute_values(":url", string_attr(rec.url))
-            .expression_attribute_values(
-                ":filters",
-                serde_dynamo::to_attribute_value(&rec.filters).map_err(backend)?,
-            )
-            .expression_attribute_values(
-                ":metadata",
-                serde_dynamo::to_attribute_value(&rec.metadata).map_err(backend)?,
-            )
-            .expression_attribute_values(":secret", string_attr(rec.secret))
-            .expression_attribute_values(":updated", number_attr(rec.updated_at));
-        match rec.description {
-            Some(d) => {
-                set.push("#description = :description");
-                req = req.expression_attribute_values(":description", string_attr(d));
-            }
-            None => remove.push("#description"),
+            .update_expression(expression)
+            .condition_expression("attribute_exists(pk) AND attribute_not_exists(deleted_at)");
+        for (placeholder, name) in EDITABLE {
+            req = req.expression_attribute_names(*placeholder, *name);
         }
-        match (rec.prev_secret, rec.prev_secret_expires_at) {
-            (Some(p), Some(exp)) => {
-                set.push("#prev = :prev, #prev_exp = :prev_exp");
-                req = req
-                    .expression_attribute_values(":prev", string_attr(p))
-                    .expression_attribute_values(":prev_exp", number_attr(exp));
-            }
-            _ => remove.push("#prev, #prev_exp"),
+        for (placeholder, value) in values {
+            req = req.expression_attribute_values(placeholder, value);
         }
-        let mut expr = format!("SET {}", set.join(", "));
-        if !remove.is_empty() {
-            expr.push_str(&format!(" REMOVE {}", remove.join(", ")));
-        }
-        match req
-            .update_expression(expr)
-            .condition_expression("attribute_exists(pk) AND attribute_not_exists(deleted_at)")
-            .send()
-            .await
-        {
+        match req.send().await {
             Ok(_) => Ok(true),
             Err(e) if is_condition_failed(&e) => Ok(false),
             Err(e) => Err(backend(e)),
@@ -263,7 +307,10 @@ impl SubscriptionStore for AwsStore {
         })
         .await
     }
+}
 
+#[async_trait]
+impl Suspensions for AwsStore {
     async fn suspend(
         &self,
         tenant: &TenantId,
@@ -315,26 +362,5 @@ impl SubscriptionStore for AwsStore {
                 .await,
         )
         .map(|_| ())
-    }
-
-    async fn record_health(
-        &self,
-        tenant: &TenantId,
-        id: &SubscriptionId,
-        health: &Health,
-    ) -> StoreResult<()> {
-        let value: AttributeValue = serde_dynamo::to_attribute_value(health).map_err(backend)?;
-        let res = self
-            .ddb
-            .update_item()
-            .table_name(&self.settings.table)
-            .key("pk", string_attr(tenant_pk(tenant)))
-            .key("sk", string_attr(sub_sk(id)))
-            .update_expression("SET health = :h")
-            .condition_expression("attribute_exists(pk)")
-            .expression_attribute_values(":h", value)
-            .send()
-            .await;
-        took_effect(res).map(|_| ())
     }
 }

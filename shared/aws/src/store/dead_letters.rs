@@ -1,0 +1,259 @@
+//! Dead letters on AWS: a parked delivery's record is indexed by tenant in
+//! park order (`gsi2`) for the API's list, and its message goes to the FIFO
+//! dead-letter queue with attributes saying why, for operators' tools
+//! (`hooklane dlq`). Replay resets the record and sends the message again.
+
+use std::collections::HashMap;
+
+use async_trait::async_trait;
+use aws_sdk_sqs::types::MessageAttributeValue;
+use hooklane_core::domain::{
+    Attempt, DeadLetter, Delivery, EventId, EventType, SubscriptionId, TenantId,
+};
+use hooklane_core::ports::{DeadLetters, StoreResult};
+use hooklane_core::record::{from_ms, ms};
+use time::OffsetDateTime;
+
+use super::deliveries::{parked_pk, record_pk, record_sk, truncate};
+use super::{
+    backend, corrupt, get_n, get_s, padded, readable, required_n, took_effect, AwsStore, Item,
+};
+use crate::messages::{dedup_id, DeliveryMessage};
+use crate::{number_attr, string_attr};
+
+fn attr(v: impl Into<String>, number: bool) -> StoreResult<MessageAttributeValue> {
+    MessageAttributeValue::builder()
+        .data_type(if number { "Number" } else { "String" })
+        .string_value(v)
+        .build()
+        .map_err(backend)
+}
+
+impl AwsStore {
+    /// Puts a parked record back to pending with a fresh ladder; `false`
+    /// when it was not parked.
+    pub async fn reset_parked(&self, sub: &SubscriptionId, event: &EventId) -> StoreResult<bool> {
+        self.reset_to_pending(sub, event, false).await
+    }
+
+    /// Makes a parked or held delivery (or, with `or_missing`, one never
+    /// attempted) pending again with a fresh ladder; `false` when it is in
+    /// any other state.
+    pub(crate) async fn reset_to_pending(
+        &self,
+        sub: &SubscriptionId,
+        event: &EventId,
+        or_missing: bool,
+    ) -> StoreResult<bool> {
+        let condition = if or_missing {
+            "attribute_not_exists(pk) OR #state IN (:parked, :held)"
+        } else {
+            "#state IN (:parked, :held)"
+        };
+        let res = self
+            .ddb
+            .update_item()
+            .table_name(&self.settings.table)
+            .key("pk", string_attr(record_pk(sub)))
+            .key("sk", string_attr(record_sk(event)))
+            .update_expression(
+                "SET #state = :pending, attempts = :zero \
+                 REMOVE gsi2pk, gsi2sk, reason, parked_at, first_attempt_at, next_attempt_at",
+            )
+            .condition_expression(condition)
+            .expression_attribute_names("#state", "state")
+            .expression_attribute_values(":pending", string_attr("pending"))
+            .expression_attribute_values(":parked", string_attr("parked"))
+            .expression_attribute_values(":held", string_attr("held"))
+            .expression_attribute_values(":zero", number_attr(0))
+            .send()
+            .await;
+        took_effect(res)
+    }
+
+    pub(crate) async fn park_to_dlq(
+        &self,
+        d: &Delivery,
+        reason: &str,
+        last: &Attempt,
+    ) -> StoreResult<()> {
+        let msg = DeliveryMessage::new(
+            d.tenant.as_str(),
+            d.subscription_id.as_str(),
+            d.event_id.as_str(),
+            d.event_type.as_str(),
+        );
+        let first = d.first_attempt_at.unwrap_or(last.started_at);
+        let mut attrs: HashMap<String, MessageAttributeValue> = HashMap::new();
+        attrs.insert("tenant".into(), attr(msg.tenant.clone(), false)?);
+        attrs.insert(
+            "subscription_id".into(),
+            attr(msg.subscription_id.clone(), false)?,
+        );
+        attrs.insert("event_id".into(), attr(msg.event_id.clone(), false)?);
+        attrs.insert("event_type".into(), attr(msg.event_type.clone(), false)?);
+        attrs.insert("attempts".into(), attr(last.attempt.to_string(), true)?);
+        attrs.insert(
+            "last_status".into(),
+            attr(
+                last.status_code
+                    .map(|c| c.to_string())
+                    .unwrap_or_else(|| "none".into()),
+                false,
+            )?,
+        );
+        attrs.insert("reason".into(), attr(truncate(reason, 1000), false)?);
+        attrs.insert(
+            "first_attempt_at".into(),
+            attr(hooklane_core::domain::rfc3339(first), false)?,
+        );
+        attrs.insert(
+            "last_attempt_at".into(),
+            attr(hooklane_core::domain::rfc3339(last.started_at), false)?,
+        );
+        self.sqs
+            .send_message()
+            .queue_url(&self.settings.dlq_url)
+            .message_group_id(&msg.subscription_id)
+            .message_deduplication_id(dedup_id(&[
+                &msg.event_id,
+                &msg.subscription_id,
+                &ms(last.started_at).to_string(),
+            ]))
+            .message_body(serde_json::to_string(&msg).map_err(backend)?)
+            .set_message_attributes(Some(attrs))
+            .send()
+            .await
+            .map_err(backend)?;
+        Ok(())
+    }
+
+    /// Parks a delivery whose message or record does not parse: reports it
+    /// with its key, and sends the message's body as it is to the
+    /// dead-letter queue with the reason, where operators find it
+    /// (`hooklane dlq list` shows the attributes).
+    pub(crate) async fn park_unreadable(
+        &self,
+        key: &str,
+        body: &str,
+        group: &str,
+        why: &str,
+    ) -> StoreResult<()> {
+        hooklane_core::record::unreadable("delivery", key, why);
+        let mut attrs: HashMap<String, MessageAttributeValue> = HashMap::new();
+        attrs.insert("reason".into(), attr(truncate(why, 1000), false)?);
+        attrs.insert("unreadable".into(), attr(key, false)?);
+        self.sqs
+            .send_message()
+            .queue_url(&self.settings.dlq_url)
+            .message_group_id(group)
+            .message_deduplication_id(dedup_id(&[key, body]))
+            .message_body(body)
+            .set_message_attributes(Some(attrs))
+            .send()
+            .await
+            .map_err(backend)?;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl DeadLetters for AwsStore {
+    async fn list(
+        &self,
+        tenant: &TenantId,
+        subscription: Option<&SubscriptionId>,
+        after: Option<i64>,
+        limit: usize,
+    ) -> StoreResult<Vec<(i64, DeadLetter)>> {
+        let mut out = Vec::new();
+        let mut start: Option<Item> = None;
+        loop {
+            let resp = self
+                .ddb
+                .query()
+                .table_name(&self.settings.table)
+                .index_name("gsi2")
+                .key_condition_expression("gsi2pk = :pk AND gsi2sk > :after")
+                .expression_attribute_values(":pk", string_attr(parked_pk(tenant)))
+                .expression_attribute_values(":after", string_attr(padded(after.unwrap_or(0))))
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(backend)?;
+            for item in resp.items.unwrap_or_default() {
+                if get_s(&item, "state") != Some("parked") {
+                    continue;
+                }
+                let Some(dl) = readable("parked delivery", &item, dead_letter(&item))? else {
+                    continue;
+                };
+                if subscription.is_some_and(|s| s != &dl.1.subscription_id) {
+                    continue;
+                }
+                out.push(dl);
+                if out.len() >= limit {
+                    return Ok(out);
+                }
+            }
+            match resp.last_evaluated_key {
+                Some(k) if !k.is_empty() => start = Some(k),
+                _ => return Ok(out),
+            }
+        }
+    }
+
+    async fn replay(
+        &self,
+        tenant: &TenantId,
+        subscription: Option<&SubscriptionId>,
+        event_ids: Option<&[EventId]>,
+        now: OffsetDateTime,
+    ) -> StoreResult<Vec<SubscriptionId>> {
+        let parked = self.list(tenant, subscription, None, 10_000).await?;
+        let mut replayed = Vec::new();
+        for (_, dl) in parked {
+            if event_ids.is_some_and(|ids| !ids.contains(&dl.event_id)) {
+                continue;
+            }
+            if !self.reset_parked(&dl.subscription_id, &dl.event_id).await? {
+                continue;
+            }
+            let msg = DeliveryMessage::new(
+                tenant.as_str(),
+                dl.subscription_id.as_str(),
+                dl.event_id.as_str(),
+                dl.event_type.as_str(),
+            );
+            self.send_deliveries(std::slice::from_ref(&msg), &format!("replay-{}", ms(now)))
+                .await?;
+            replayed.push(dl.subscription_id);
+        }
+        if !replayed.is_empty() {
+            // The dead-letter queue's copies are stale now.
+            crate::dlq::discard_replayed(self, tenant, &replayed, event_ids).await?;
+        }
+        Ok(replayed)
+    }
+}
+
+fn dead_letter(item: &Item) -> StoreResult<(i64, DeadLetter)> {
+    let text = |k: &str| get_s(item, k).ok_or_else(|| corrupt("dead letter"));
+    let seq = text("gsi2sk")?
+        .parse::<i64>()
+        .map_err(|_| corrupt("parked order"))?;
+    Ok((
+        seq,
+        DeadLetter {
+            subscription_id: SubscriptionId::parse(text("subscription_id")?)
+                .map_err(|_| corrupt("subscription id"))?,
+            event_id: EventId::parse(text("event_id")?).map_err(|_| corrupt("event id"))?,
+            event_type: EventType::parse(text("event_type")?).map_err(|_| corrupt("event type"))?,
+            attempts: required_n(item, "attempts")? as u32,
+            last_status_code: get_n(item, "last_status").map(|c| c as u16),
+            reason: text("reason")?.to_owned(),
+            first_attempt_at: get_n(item, "first_attempt_at").map(from_ms),
+            parked_at: from_ms(required_n(item, "parked_at")?),
+        },
+    ))
+}

@@ -1,0 +1,314 @@
+//! The records the engine moves through the ports: subscription (with its
+//! health), event, delivery, attempt and parked delivery.
+
+use std::collections::BTreeMap;
+
+use time::OffsetDateTime;
+
+use super::{AttemptId, EventFilter, EventId, EventType, SubscriptionId, TenantId};
+use crate::signing::Secret;
+
+/// Whether a subscription receives deliveries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SubscriptionStatus {
+    /// Deliveries are queued and attempted.
+    Active,
+    /// Endpoint health suspended it; events are archived, not queued.
+    Suspended,
+}
+
+impl SubscriptionStatus {
+    /// The status as stored and served.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Active => "active",
+            Self::Suspended => "suspended",
+        }
+    }
+
+    /// Parses a stored status.
+    pub fn parse(raw: &str) -> Option<Self> {
+        match raw {
+            "active" => Some(Self::Active),
+            "suspended" => Some(Self::Suspended),
+            _ => None,
+        }
+    }
+}
+
+/// A secret replaced by a rotation, still signing until `expires_at`.
+#[derive(Debug, Clone)]
+pub struct PreviousSecret {
+    /// The old secret.
+    pub secret: Secret,
+    /// When it stops signing (rotation + 24 h).
+    pub expires_at: OffsetDateTime,
+}
+
+/// The health record of G8, written when a delivery's retry sequence ends.
+/// Serialized as the API's `health` object.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct Health {
+    /// Failed retry sequences since the last success.
+    pub consecutive_failures: u32,
+    /// When the current failure streak began.
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub first_failure_at: Option<OffsetDateTime>,
+    /// `delivered` or `parked`.
+    pub last_outcome: Option<String>,
+    /// The last response status, if any.
+    pub last_status_code: Option<u16>,
+    /// The last error text, if any.
+    pub last_error: Option<String>,
+    /// When the last attempt started.
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub last_attempt_at: Option<OffsetDateTime>,
+    /// Failures of the streak that were retryable.
+    #[serde(default)]
+    pub retryable_failures: u32,
+    /// Failures of the streak that were permanent.
+    #[serde(default)]
+    pub permanent_failures: u32,
+    /// Failures of the streak that were fatal (the host no longer resolves).
+    #[serde(default)]
+    pub fatal_failures: u32,
+    /// When the event of the streak's first failed delivery was accepted:
+    /// a backfill after re-enabling starts there.
+    #[serde(default, with = "time::serde::rfc3339::option")]
+    pub streak_events_since: Option<OffsetDateTime>,
+}
+
+/// A registered endpoint of one tenant.
+#[derive(Debug, Clone)]
+pub struct Subscription {
+    /// Its id.
+    pub id: SubscriptionId,
+    /// The owning tenant.
+    pub tenant: TenantId,
+    /// The endpoint, checked by the egress guard.
+    pub url: url::Url,
+    /// Which event types it receives.
+    pub filters: Vec<EventFilter>,
+    /// Free text.
+    pub description: Option<String>,
+    /// Free string pairs.
+    pub metadata: BTreeMap<String, String>,
+    /// The signing secret.
+    pub secret: Secret,
+    /// The secret before the last rotation, while it still signs.
+    pub previous_secret: Option<PreviousSecret>,
+    /// Active or suspended.
+    pub status: SubscriptionStatus,
+    /// Health record.
+    pub health: Health,
+    /// When suspended, since when.
+    pub suspended_at: Option<OffsetDateTime>,
+    /// When suspended, why.
+    pub status_reason: Option<String>,
+    /// Creation time.
+    pub created_at: OffsetDateTime,
+    /// Last change.
+    pub updated_at: OffsetDateTime,
+}
+
+impl Subscription {
+    /// The secrets that sign a request sent at `now`: the current one and,
+    /// for 24 h after a rotation, the previous one.
+    pub fn signing_secrets(&self, now: OffsetDateTime) -> Vec<&Secret> {
+        let mut out = vec![&self.secret];
+        if let Some(prev) = &self.previous_secret {
+            if prev.expires_at > now {
+                out.push(&prev.secret);
+            }
+        }
+        out
+    }
+}
+
+/// An accepted event as archived: the body bytes are fixed at publish so
+/// every attempt sends the same bytes.
+#[derive(Debug, Clone)]
+pub struct Event {
+    /// Its id (generated or the publisher's).
+    pub id: EventId,
+    /// The owning tenant.
+    pub tenant: TenantId,
+    /// Its type.
+    pub event_type: EventType,
+    /// When it was accepted.
+    pub created_at: OffsetDateTime,
+    /// The exact request body: `{"type","timestamp","data"}`.
+    pub payload: bytes::Bytes,
+}
+
+/// One queued delivery of one event to one subscription.
+#[derive(Debug, Clone)]
+pub struct Delivery {
+    /// The queue's key for it (acceptance order within the lane on the
+    /// embedded store).
+    pub seq: i64,
+    /// The tenant.
+    pub tenant: TenantId,
+    /// The subscription (the lane).
+    pub subscription_id: SubscriptionId,
+    /// The event.
+    pub event_id: EventId,
+    /// The event's type.
+    pub event_type: EventType,
+    /// Attempts already started (from the engine's own record).
+    pub attempts: u32,
+    /// When the first attempt started.
+    pub first_attempt_at: Option<OffsetDateTime>,
+    /// When the next attempt is due.
+    pub next_attempt_at: OffsetDateTime,
+}
+
+/// One attempt as logged for `/attempts`.
+#[derive(Debug, Clone)]
+pub struct Attempt {
+    /// Its id.
+    pub id: AttemptId,
+    /// The tenant.
+    pub tenant: TenantId,
+    /// The subscription.
+    pub subscription_id: SubscriptionId,
+    /// The event.
+    pub event_id: EventId,
+    /// 1-based attempt number.
+    pub attempt: u32,
+    /// When it started.
+    pub started_at: OffsetDateTime,
+    /// How long it took.
+    pub duration_ms: u64,
+    /// The response status, if one came.
+    pub status_code: Option<u16>,
+    /// `delivered`, `retrying` or `parked`.
+    pub outcome: String,
+    /// What went wrong, if anything.
+    pub error: Option<String>,
+    /// The start of the response body, at most 1 KiB.
+    pub response_excerpt: Option<String>,
+}
+
+/// A parked delivery as listed by `/dead-letters`.
+#[derive(Debug, Clone)]
+pub struct DeadLetter {
+    /// The subscription.
+    pub subscription_id: SubscriptionId,
+    /// The event.
+    pub event_id: EventId,
+    /// The event's type.
+    pub event_type: EventType,
+    /// Attempts made.
+    pub attempts: u32,
+    /// The last response status, if any.
+    pub last_status_code: Option<u16>,
+    /// Why it was parked.
+    pub reason: String,
+    /// When the first attempt started.
+    pub first_attempt_at: Option<OffsetDateTime>,
+    /// When it was parked.
+    pub parked_at: OffsetDateTime,
+}
+
+/// Where a delivery stands, as both stores keep it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DeliveryState {
+    /// Queued or waiting for its next attempt (or in flight).
+    Pending,
+    /// Its subscription was suspended when its turn came: not attempted;
+    /// the backfill after re-enabling covers it.
+    Held,
+    /// A 2xx came back.
+    Delivered,
+    /// No more attempts: parked with its reason, replayable.
+    Parked,
+    /// Its subscription was deleted (G4), or its event is gone.
+    Dropped,
+}
+
+impl DeliveryState {
+    /// The state as stored.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Held => "held",
+            Self::Delivered => "delivered",
+            Self::Parked => "parked",
+            Self::Dropped => "dropped",
+        }
+    }
+
+    /// Parses a stored state; `None` for anything the stores never write.
+    pub fn parse(raw: &str) -> Option<Self> {
+        [
+            Self::Pending,
+            Self::Held,
+            Self::Delivered,
+            Self::Parked,
+            Self::Dropped,
+        ]
+        .into_iter()
+        .find(|s| s.as_str() == raw)
+    }
+
+    /// Whether a backfill or a recovery delivers this event to the
+    /// subscription again: when it has no delivery of it (never queued:
+    /// suspended, or fanned out to nobody), or one that was parked or held.
+    /// Delivered, pending (queued or in flight) and dropped ones are left
+    /// as they are. The one rule both stores follow (`state` is `None`
+    /// when the store has no delivery of the pair).
+    pub fn taken_again(state: Option<Self>) -> bool {
+        matches!(state, None | Some(Self::Parked | Self::Held))
+    }
+}
+
+/// One delivery's record as the stores keep it: what `GET /events/{id}`
+/// shows and what a delivery's next attempt starts from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeliveryRecord {
+    /// Its state.
+    pub state: DeliveryState,
+    /// Attempts started (exact, from the store's own record).
+    pub attempts: u32,
+    /// When the first attempt started.
+    pub first_attempt_at: Option<OffsetDateTime>,
+    /// When the next attempt is due (the lease while one is in flight).
+    pub next_attempt_at: Option<OffsetDateTime>,
+    /// The last response status, if any.
+    pub last_status_code: Option<u16>,
+}
+
+impl DeliveryRecord {
+    /// A delivery queued and never attempted.
+    pub fn queued() -> Self {
+        Self {
+            state: DeliveryState::Pending,
+            attempts: 0,
+            first_attempt_at: None,
+            next_attempt_at: None,
+            last_status_code: None,
+        }
+    }
+
+    /// The state the API shows: `pending` (never attempted), `retrying`
+    /// (attempted, more to come), `delivered`, `parked` or `dropped`. The
+    /// one mapping both stores' records go through.
+    pub fn shown_state(&self) -> &'static str {
+        match (self.state, self.attempts) {
+            (DeliveryState::Pending | DeliveryState::Held, 0) => "pending",
+            (DeliveryState::Pending | DeliveryState::Held, _) => "retrying",
+            (DeliveryState::Delivered, _) => "delivered",
+            (DeliveryState::Parked, _) => "parked",
+            (DeliveryState::Dropped, _) => "dropped",
+        }
+    }
+
+    /// When the next attempt is due, while one is to come.
+    pub fn shown_next_attempt_at(&self) -> Option<OffsetDateTime> {
+        match self.state {
+            DeliveryState::Pending | DeliveryState::Held => self.next_attempt_at,
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,124 @@
+//! The one wiring of the engine's ports: every store port from one adapter
+//! ([`Store`]), the egress-guarded sender from the configuration, and the
+//! world outside ([`Outside`]). `serve` on both backends, the Lambda
+//! functions and the tests all build their ports here.
+
+use std::sync::Arc;
+
+use crate::config::Config;
+use crate::ports::{
+    AttemptLog, Backfills, Clock, DeadLetters, DeliveryViews, Dns, EventArchive, LaneQueue,
+    Notifier, Sender, SubscriptionStore, Suspensions, SystemClock, SystemDns, Wakeup,
+};
+use crate::sender::HttpSender;
+
+/// The ports the engine works through.
+#[derive(Clone)]
+pub struct Ports {
+    /// Subscriptions.
+    pub subscriptions: Arc<dyn SubscriptionStore>,
+    /// Suspension and re-enabling.
+    pub suspensions: Arc<dyn Suspensions>,
+    /// Event archive and fan-out intake.
+    pub events: Arc<dyn EventArchive>,
+    /// Delivery lanes.
+    pub lanes: Arc<dyn LaneQueue>,
+    /// Parked deliveries.
+    pub dead_letters: Arc<dyn DeadLetters>,
+    /// Delivery records by event.
+    pub views: Arc<dyn DeliveryViews>,
+    /// Backfills after re-enabling.
+    pub backfills: Arc<dyn Backfills>,
+    /// Attempt log.
+    pub attempts: Arc<dyn AttemptLog>,
+    /// Time.
+    pub clock: Arc<dyn Clock>,
+    /// HTTP sender.
+    pub sender: Arc<dyn Sender>,
+    /// Name resolution for the egress guard: the registration check and
+    /// the sender's resolver ask the same one.
+    pub dns: Arc<dyn Dns>,
+    /// Worker wake-ups.
+    pub wakeup: Arc<dyn Wakeup>,
+    /// Suspension notices beyond the operator webhook.
+    pub notifier: Arc<dyn Notifier>,
+}
+
+/// One adapter that implements every store port.
+pub trait Store:
+    SubscriptionStore
+    + Suspensions
+    + EventArchive
+    + LaneQueue
+    + DeadLetters
+    + DeliveryViews
+    + Backfills
+    + AttemptLog
+    + Clone
+    + 'static
+{
+}
+
+impl<T> Store for T where
+    T: SubscriptionStore
+        + Suspensions
+        + EventArchive
+        + LaneQueue
+        + DeadLetters
+        + DeliveryViews
+        + Backfills
+        + AttemptLog
+        + Clone
+        + 'static
+{
+}
+
+/// What the engine asks of the world outside the process: names and the
+/// time. The system's by default; tests answer for names of their own or
+/// move the clock.
+#[derive(Clone)]
+pub struct Outside {
+    /// Resolves endpoint hosts (registration check and delivery).
+    pub dns: Arc<dyn Dns>,
+    /// The time the engine and the API go by.
+    pub clock: Arc<dyn Clock>,
+}
+
+impl Default for Outside {
+    fn default() -> Self {
+        Self {
+            dns: Arc::new(SystemDns),
+            clock: Arc::new(SystemClock),
+        }
+    }
+}
+
+impl Ports {
+    /// The one wiring of the ports, used by `serve` on both backends, the
+    /// Lambda functions and the tests: every store port from `store`, the
+    /// egress-guarded sender from the configuration, and the rest given.
+    pub fn build<S: Store>(
+        store: S,
+        config: &Config,
+        outside: Outside,
+        wakeup: Arc<dyn Wakeup>,
+        notifier: Arc<dyn Notifier>,
+    ) -> Result<Self, reqwest::Error> {
+        let sender = HttpSender::new(config.egress, config.attempt_timeout, outside.dns.clone())?;
+        Ok(Self {
+            subscriptions: Arc::new(store.clone()),
+            suspensions: Arc::new(store.clone()),
+            events: Arc::new(store.clone()),
+            lanes: Arc::new(store.clone()),
+            dead_letters: Arc::new(store.clone()),
+            views: Arc::new(store.clone()),
+            backfills: Arc::new(store.clone()),
+            attempts: Arc::new(store),
+            clock: outside.clock,
+            sender: Arc::new(sender),
+            dns: outside.dns,
+            wakeup,
+            notifier,
+        })
+    }
+}

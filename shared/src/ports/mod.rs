@@ -1,0 +1,33 @@
+//! Ports: one narrow trait per capability the engine needs. The stores
+//! ([`store`]: subscriptions, suspensions, the event archive, lanes, dead
+//! letters, delivery views, backfills, the attempt log) have two adapters,
+//! embedded SQLite and AWS, which pass one contract suite; the world
+//! outside ([`outside`]: clock, sender, DNS, wake-ups, notices) is
+//! injected. The engine never names a backend.
+
+pub mod outside;
+pub mod store;
+
+pub use crate::egress::{Dns, SystemDns};
+pub use outside::*;
+pub use store::*;
+
+/// A storage failure. Carries its cause; the API answers 500 or 503
+/// without the detail, which goes to the log.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The backend failed (I/O, corruption, a lost connection).
+    #[error("storage backend: {0}")]
+    Backend(String),
+    /// The write conflicts with existing state.
+    #[error("conflict: {0}")]
+    Conflict(String),
+    /// A stored record does not parse back. The record is kept (never
+    /// deleted, never read as a default), logged with its key and counted
+    /// ([`crate::record::unreadable`]); a delivery is parked with the reason.
+    #[error("unreadable record: {0}")]
+    Unreadable(String),
+}
+
+/// Shorthand for port results.
+pub type StoreResult<T> = Result<T, StoreError>;

@@ -1,0 +1,98 @@
+//! The ports to the world outside the stores: the clock, the HTTP sender,
+//! wake-ups for the embedded workers and suspension notices beyond the
+//! operator webhook. (Name resolution, [`crate::egress::Dns`], is the
+//! egress guard's.)
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use time::OffsetDateTime;
+
+use super::StoreResult;
+use crate::domain::{SubscriptionId, TenantId};
+use crate::policy::AttemptResult;
+
+/// Tells operators about suspensions on channels beyond the operator
+/// webhook (the stack's SNS topic on AWS).
+#[async_trait]
+pub trait Notifier: Send + Sync {
+    /// Sends one suspension notice (a JSON document).
+    async fn suspended(&self, notice: &serde_json::Value) -> StoreResult<()>;
+}
+
+/// No channel beyond the operator webhook.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoNotifier;
+
+#[async_trait]
+impl Notifier for NoNotifier {
+    async fn suspended(&self, _: &serde_json::Value) -> StoreResult<()> {
+        Ok(())
+    }
+}
+
+/// The time, injected so policies and tests control it.
+pub trait Clock: Send + Sync {
+    /// Now, UTC.
+    fn now(&self) -> OffsetDateTime;
+}
+
+/// The system clock.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> OffsetDateTime {
+        OffsetDateTime::now_utc()
+    }
+}
+
+/// One signed request to send.
+#[derive(Debug, Clone)]
+pub struct Outbound {
+    /// The endpoint.
+    pub url: url::Url,
+    /// Headers beyond content-type and user-agent.
+    pub headers: Vec<(&'static str, String)>,
+    /// The body bytes.
+    pub body: bytes::Bytes,
+}
+
+/// What a send came back with.
+#[derive(Debug, Clone)]
+pub struct SendReport {
+    /// The classified result.
+    pub result: AttemptResult,
+    /// The start of the response body (at most 1 KiB).
+    pub excerpt: Option<String>,
+    /// How long the attempt took.
+    pub elapsed: Duration,
+}
+
+/// Sends one attempt (the egress-guarded HTTP client in production).
+#[async_trait]
+pub trait Sender: Send + Sync {
+    /// Sends and reports; never fails: failures are results.
+    async fn send(&self, request: Outbound) -> SendReport;
+}
+
+/// Tells the workers that work arrived (no-op where the queue triggers
+/// them itself, as SQS does on AWS).
+pub trait Wakeup: Send + Sync {
+    /// An event awaits fan-out.
+    fn fan_out(&self);
+    /// These lanes have new deliveries.
+    fn lanes(&self, tenant: &TenantId, subscriptions: &[SubscriptionId]);
+    /// A backfill was scheduled.
+    fn backfill(&self);
+}
+
+/// Nothing to wake: the queue triggers its workers itself (SQS on AWS).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoWakeup;
+
+impl Wakeup for NoWakeup {
+    fn fan_out(&self) {}
+    fn lanes(&self, _: &TenantId, _: &[SubscriptionId]) {}
+    fn backfill(&self) {}
+}

@@ -1,0 +1,263 @@
+//! The store ports, one per capability: subscriptions and their
+//! suspension, the event archive, the lanes deliveries wait in, dead
+//! letters, the delivery views of `GET /events/{id}`, backfills and the
+//! attempt log. Each adapter implements all of them over one store.
+
+use async_trait::async_trait;
+use time::OffsetDateTime;
+
+use super::StoreResult;
+use crate::domain::{
+    Attempt, DeadLetter, Delivery, DeliveryRecord, Event, EventId, EventType, Health, Subscription,
+    SubscriptionId, TenantId,
+};
+
+/// Subscriptions, with tombstones: a deleted subscription is never
+/// returned again.
+#[async_trait]
+pub trait SubscriptionStore: Send + Sync {
+    /// Stores a new subscription.
+    async fn insert(&self, sub: &Subscription) -> StoreResult<()>;
+    /// Reads one subscription with a strongly consistent read; `None` when
+    /// missing, tombstoned or another tenant's.
+    async fn get(
+        &self,
+        tenant: &TenantId,
+        id: &SubscriptionId,
+    ) -> StoreResult<Option<Subscription>>;
+    /// Lists a tenant's subscriptions in id order after `after`.
+    async fn list(
+        &self,
+        tenant: &TenantId,
+        after: Option<&SubscriptionId>,
+        limit: usize,
+    ) -> StoreResult<Vec<Subscription>>;
+    /// Replaces the editable fields and secrets; `false` when gone.
+    async fn update(&self, sub: &Subscription) -> StoreResult<bool>;
+    /// Tombstones a subscription and drops its queued deliveries; returns
+    /// how many were dropped, or `None` when it was already gone.
+    async fn delete(&self, tenant: &TenantId, id: &SubscriptionId) -> StoreResult<Option<u64>>;
+    /// A tenant's active subscriptions whose filters match `event_type`, in
+    /// id order after `after` (fan-out pages through them).
+    async fn matching(
+        &self,
+        tenant: &TenantId,
+        event_type: &EventType,
+        after: Option<&SubscriptionId>,
+        limit: usize,
+    ) -> StoreResult<Vec<Subscription>>;
+}
+
+/// The guarded status transitions of endpoint health (G8).
+#[async_trait]
+pub trait Suspensions: Send + Sync {
+    /// `active` → `suspended`: `true` only for the one caller whose
+    /// transition took effect.
+    async fn suspend(
+        &self,
+        tenant: &TenantId,
+        id: &SubscriptionId,
+        at: OffsetDateTime,
+        reason: &str,
+    ) -> StoreResult<bool>;
+    /// `suspended` → `active`, resetting health; `true` when it took
+    /// effect.
+    async fn activate(
+        &self,
+        tenant: &TenantId,
+        id: &SubscriptionId,
+        at: OffsetDateTime,
+    ) -> StoreResult<bool>;
+    /// Records why a suspended subscription stays suspended.
+    async fn set_status_reason(
+        &self,
+        tenant: &TenantId,
+        id: &SubscriptionId,
+        reason: &str,
+    ) -> StoreResult<()>;
+}
+
+/// The result of accepting an event.
+#[derive(Debug, Clone)]
+pub enum Accepted {
+    /// Archived and scheduled for fan-out.
+    New(Event),
+    /// The same id was accepted within 24 h: this is the original.
+    Duplicate(Event),
+}
+
+/// The event archive and the fan-out intake.
+#[async_trait]
+pub trait EventArchive: Send + Sync {
+    /// Archives the event and schedules its fan-out, atomically, so an
+    /// event answered 202 is never lost. An id seen within 24 h answers
+    /// the original; an older one is a conflict.
+    async fn accept(&self, event: Event) -> StoreResult<Accepted>;
+    /// Reads an archived event.
+    async fn get(&self, tenant: &TenantId, id: &EventId) -> StoreResult<Option<Event>>;
+}
+
+/// A delivery to enqueue: one (event, subscription) pair.
+#[derive(Debug, Clone)]
+pub struct NewDelivery {
+    /// The tenant.
+    pub tenant: TenantId,
+    /// The subscription.
+    pub subscription_id: SubscriptionId,
+    /// The event.
+    pub event_id: EventId,
+    /// The event's type.
+    pub event_type: EventType,
+    /// The event itself, when at hand: a queue that can carry it with the
+    /// delivery (the AWS one) saves the delivery an archive read.
+    pub event: Option<Event>,
+}
+
+impl NewDelivery {
+    /// The delivery of `event` to `sub`.
+    pub fn of(event: &Event, sub: &Subscription) -> Self {
+        Self {
+            tenant: event.tenant.clone(),
+            subscription_id: sub.id.clone(),
+            event_id: event.id.clone(),
+            event_type: event.event_type.clone(),
+            event: Some(event.clone()),
+        }
+    }
+}
+
+/// How a delivery's turn ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum End {
+    /// A 2xx came back.
+    Delivered,
+    /// Due again at this time.
+    Retry(OffsetDateTime),
+    /// No more attempts: parked with this reason.
+    Parked(String),
+    /// Its subscription is gone: deleted, not parked (G4).
+    Dropped,
+    /// Its subscription is suspended: not attempted; the backfill after
+    /// re-enabling covers it.
+    Held,
+}
+
+/// What a lane records when a delivery's turn ends: how it ended, the
+/// attempt for the log (when one was made), and the subscription's health
+/// record (when the retry sequence ended: delivered or parked). Each
+/// adapter writes it in as few writes as its store allows and documents
+/// its write plan.
+#[derive(Debug, Clone)]
+pub struct Finish {
+    /// How the turn ended.
+    pub end: End,
+    /// The attempt, when one was made.
+    pub attempt: Option<Attempt>,
+    /// The health record, when the retry sequence ended.
+    pub health: Option<Health>,
+}
+
+impl Finish {
+    /// A turn that ended without an attempt (dropped or held).
+    pub fn without_attempt(end: End) -> Self {
+        Self {
+            end,
+            attempt: None,
+            health: None,
+        }
+    }
+}
+
+/// The lanes deliveries wait in: in acceptance order per lane, one attempt
+/// in flight per lane.
+#[async_trait]
+pub trait LaneQueue: Send + Sync {
+    /// Enqueues deliveries at the end of their lanes; a pair already
+    /// queued is not queued again.
+    async fn enqueue(&self, deliveries: &[NewDelivery]) -> StoreResult<()>;
+    /// Records that attempt `d.attempts + 1` starts now and leases the
+    /// delivery until `lease_until` (a crash means it is retried then).
+    /// `false` when it is no longer pending or its subscription is gone
+    /// or not active.
+    async fn begin(
+        &self,
+        d: &Delivery,
+        now: OffsetDateTime,
+        lease_until: OffsetDateTime,
+    ) -> StoreResult<bool>;
+    /// Records how a delivery's turn ended.
+    async fn finish(&self, d: &Delivery, finish: &Finish) -> StoreResult<()>;
+    /// Puts a due delivery off until `until` without an attempt (the
+    /// circuit breaker is open). Queues that back off by visibility do
+    /// nothing here.
+    async fn defer(&self, d: &Delivery, until: OffsetDateTime) -> StoreResult<()>;
+}
+
+/// Parked deliveries: listed for operators, replayed on demand.
+#[async_trait]
+pub trait DeadLetters: Send + Sync {
+    /// A tenant's parked deliveries after the cursor, oldest first; each
+    /// with its cursor.
+    async fn list(
+        &self,
+        tenant: &TenantId,
+        subscription: Option<&SubscriptionId>,
+        after: Option<i64>,
+        limit: usize,
+    ) -> StoreResult<Vec<(i64, DeadLetter)>>;
+    /// Puts parked deliveries back at the end of their lanes with a fresh
+    /// ladder; returns the subscription of each one replayed.
+    async fn replay(
+        &self,
+        tenant: &TenantId,
+        subscription: Option<&SubscriptionId>,
+        event_ids: Option<&[EventId]>,
+        now: OffsetDateTime,
+    ) -> StoreResult<Vec<SubscriptionId>>;
+}
+
+/// What `GET /events/{id}` shows of an event's deliveries.
+#[async_trait]
+pub trait DeliveryViews: Send + Sync {
+    /// The record of each delivery of one event, by subscription, in
+    /// subscription order. The core maps records to what the API shows
+    /// ([`DeliveryRecord::shown_state`]).
+    async fn of_event(
+        &self,
+        tenant: &TenantId,
+        event_id: &EventId,
+    ) -> StoreResult<Vec<(SubscriptionId, DeliveryRecord)>>;
+}
+
+/// The backfill of a re-enabled subscription.
+#[async_trait]
+pub trait Backfills: Send + Sync {
+    /// Schedules the backfill: the tenant's archived events matching the
+    /// subscription's filters, accepted from `since` to `until`, not yet
+    /// delivered to it, on a lane of their own at the configured rate.
+    async fn start(
+        &self,
+        sub: &Subscription,
+        since: OffsetDateTime,
+        until: OffsetDateTime,
+    ) -> StoreResult<()>;
+    /// How many deliveries wait for a subscription (for the suspension
+    /// notice; at least those the store can count cheaply).
+    async fn waiting(&self, sub: &Subscription) -> StoreResult<u64>;
+}
+
+/// The attempt log behind `/attempts`.
+#[async_trait]
+pub trait AttemptLog: Send + Sync {
+    /// Appends one attempt.
+    async fn record(&self, attempt: &Attempt) -> StoreResult<()>;
+    /// A subscription's attempts, newest first, before the cursor; each
+    /// with its cursor.
+    async fn list(
+        &self,
+        tenant: &TenantId,
+        subscription: &SubscriptionId,
+        before: Option<i64>,
+        limit: usize,
+    ) -> StoreResult<Vec<(i64, Attempt)>>;
+}

@@ -1,0 +1,154 @@
+//! Dead letters and delivery views over SQLite: parked rows listed in
+//! park order and replayed to the end of their lanes; each delivery's
+//! record for `GET /events/{id}`.
+
+use async_trait::async_trait;
+use rusqlite::{params, Row};
+use time::OffsetDateTime;
+
+use super::deliveries::{delivery_row, DELIVERY_COLUMNS};
+use super::ms;
+use super::{corrupt, from_ms, readable, SqliteStore};
+use crate::domain::{
+    DeadLetter, Delivery, DeliveryRecord, DeliveryState, EventId, EventType, SubscriptionId,
+    TenantId,
+};
+use crate::ports::{DeadLetters, DeliveryViews, StoreResult};
+
+fn dead_letter_row(r: &Row<'_>) -> rusqlite::Result<(i64, DeadLetter)> {
+    Ok((
+        r.get(0)?,
+        DeadLetter {
+            subscription_id: SubscriptionId::parse(&r.get::<_, String>(1)?)
+                .map_err(|_| corrupt("subscription id"))?,
+            event_id: EventId::parse(&r.get::<_, String>(2)?).map_err(|_| corrupt("event id"))?,
+            event_type: EventType::parse(&r.get::<_, String>(3)?).map_err(|_| corrupt("type"))?,
+            attempts: r.get(4)?,
+            last_status_code: r.get(5)?,
+            reason: r.get(6)?,
+            first_attempt_at: r.get::<_, Option<i64>>(7)?.map(from_ms),
+            parked_at: from_ms(r.get(8)?),
+        },
+    ))
+}
+
+/// A delivery's record (`state, attempts, last_status, next_attempt_at,
+/// first_attempt_at` from column 1).
+fn record_row(r: &Row<'_>) -> rusqlite::Result<DeliveryRecord> {
+    Ok(DeliveryRecord {
+        state: DeliveryState::parse(&r.get::<_, String>(1)?)
+            .ok_or_else(|| corrupt("delivery state"))?,
+        attempts: r.get(2)?,
+        last_status_code: r.get(3)?,
+        next_attempt_at: Some(from_ms(r.get(4)?)),
+        first_attempt_at: r.get::<_, Option<i64>>(5)?.map(from_ms),
+    })
+}
+
+#[async_trait]
+impl DeadLetters for SqliteStore {
+    async fn list(
+        &self,
+        tenant: &TenantId,
+        subscription: Option<&SubscriptionId>,
+        after: Option<i64>,
+        limit: usize,
+    ) -> StoreResult<Vec<(i64, DeadLetter)>> {
+        let tenant = tenant.clone();
+        let sub = subscription.map(|s| s.as_str().to_owned());
+        self.read(move |conn| {
+            conn.prepare_cached(
+                "SELECT seq, subscription_id, event_id, event_type, attempts, last_status, reason, \
+                 first_attempt_at, parked_at FROM deliveries \
+                 WHERE tenant = ?1 AND state = 'parked' AND seq > ?2 \
+                 AND (?3 IS NULL OR subscription_id = ?3) ORDER BY seq LIMIT ?4",
+            )?
+            .query_map(
+                params![tenant.as_str(), after.unwrap_or(0), sub, limit as i64],
+                |r| Ok((r.get::<_, i64>(0)?, dead_letter_row(r))),
+            )
+            .and_then(|rows| readable("parked delivery", rows))
+        })
+        .await
+    }
+
+    async fn replay(
+        &self,
+        tenant: &TenantId,
+        subscription: Option<&SubscriptionId>,
+        event_ids: Option<&[EventId]>,
+        now: OffsetDateTime,
+    ) -> StoreResult<Vec<SubscriptionId>> {
+        let tenant = tenant.clone();
+        let sub = subscription.map(|s| s.as_str().to_owned());
+        let events: Option<Vec<String>> =
+            event_ids.map(|ids| ids.iter().map(|e| e.as_str().to_owned()).collect());
+        let now = ms(now);
+        self.write(move |conn| {
+            let parked: Vec<Delivery> = conn
+                .prepare_cached(&format!(
+                    "SELECT {DELIVERY_COLUMNS} FROM deliveries d WHERE tenant = ?1 AND state = 'parked' \
+                     AND (?2 IS NULL OR subscription_id = ?2) AND EXISTS (\
+                       SELECT 1 FROM subscriptions s WHERE s.id = d.subscription_id AND s.deleted_at IS NULL) \
+                     ORDER BY seq"
+                ))?
+                .query_map(params![tenant.as_str(), sub], |r| {
+                    Ok((r.get::<_, i64>(0)?, delivery_row(r)))
+                })
+                .and_then(|rows| readable("parked delivery", rows))?;
+            let mut replayed = Vec::new();
+            for d in parked {
+                if let Some(ids) = &events {
+                    if !ids.iter().any(|e| e == d.event_id.as_str()) {
+                        continue;
+                    }
+                }
+                // A fresh row at the end of the lane: new seq, fresh ladder.
+                conn.prepare_cached("DELETE FROM deliveries WHERE seq = ?1")?
+                    .execute(params![d.seq])?;
+                conn.prepare_cached(
+                    "INSERT INTO deliveries (tenant, subscription_id, event_id, event_type, state, next_attempt_at, updated_at) \
+                     VALUES (?1, ?2, ?3, ?4, 'pending', ?5, ?5)",
+                )?
+                .execute(params![
+                    d.tenant.as_str(),
+                    d.subscription_id.as_str(),
+                    d.event_id.as_str(),
+                    d.event_type.as_str(),
+                    now
+                ])?;
+                replayed.push(d.subscription_id);
+            }
+            Ok(replayed)
+        })
+        .await
+    }
+}
+
+#[async_trait]
+impl DeliveryViews for SqliteStore {
+    async fn of_event(
+        &self,
+        tenant: &TenantId,
+        event_id: &EventId,
+    ) -> StoreResult<Vec<(SubscriptionId, DeliveryRecord)>> {
+        let (tenant, event_id) = (tenant.clone(), event_id.clone());
+        self.read(move |conn| {
+            conn.prepare_cached(
+                "SELECT subscription_id, state, attempts, last_status, next_attempt_at, first_attempt_at \
+                 FROM deliveries \
+                 WHERE tenant = ?1 AND event_id = ?2 ORDER BY subscription_id",
+            )?
+            .query_map(params![tenant.as_str(), event_id.as_str()], |r| {
+                let key: String = r.get(0)?;
+                let record = || -> rusqlite::Result<_> {
+                    let sub = SubscriptionId::parse(&key).map_err(|_| corrupt("subscription id"))?;
+                    Ok((sub, record_row(r)?))
+                };
+                Ok((key.clone(), record()))
+            })
+            .and_then(|rows| readable("delivery", rows))
+        })
+        .await
+    }
+}
