@@ -38,7 +38,7 @@ pub fn from_ms(v: i64) -> OffsetDateTime {
 }
 
 /// A subscription as a document.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SubscriptionRecord {
     /// Subscription id.
     pub id: String,

@@ -11,8 +11,8 @@
 use std::collections::HashMap;
 
 use aws_sdk_sqs::types::{Message, MessageSystemAttributeName};
-use hooklane_core::domain::{EventId, SubscriptionId, TenantId};
-use hooklane_core::ports::{StoreError, StoreResult};
+use hooklane_core::domain::{EventId, EventType, Retake, SubscriptionId, TenantId};
+use hooklane_core::ports::{LaneQueue, NewDelivery, StoreError, StoreResult};
 
 use crate::messages::DeliveryMessage;
 use crate::store::backend;
@@ -195,29 +195,12 @@ impl AwsStore {
         for (tenant, msgs) in by_tenant {
             let tenant = TenantId::parse(&tenant)
                 .map_err(|_| StoreError::Backend("bad tenant in DLQ".into()))?;
-            let mut by_sub: HashMap<String, Vec<EventId>> = HashMap::new();
-            for m in &msgs {
-                if let Ok(e) = EventId::parse(&m.delivery.event_id) {
-                    by_sub
-                        .entry(m.delivery.subscription_id.clone())
-                        .or_default()
-                        .push(e);
-                }
-            }
-            for (sub, events) in by_sub {
-                let Ok(sub) = SubscriptionId::parse(&sub) else {
-                    continue;
-                };
-                let replayed = hooklane_core::ports::DeadLetters::replay(
-                    self,
-                    &tenant,
-                    Some(&sub),
-                    Some(&events),
-                    time::OffsetDateTime::now_utc(),
-                )
-                .await?;
-                total += replayed.len();
-            }
+            let deliveries: Vec<NewDelivery> = msgs
+                .iter()
+                .filter_map(|m| requeued(&tenant, &m.delivery))
+                .collect();
+            let taken = LaneQueue::requeue(self, &deliveries, Retake::Parked, false).await?;
+            total += taken.iter().filter(|t| **t).count();
         }
         Ok(total)
     }
@@ -267,6 +250,28 @@ impl AwsStore {
             .map_err(backend)?;
         Ok(resp.task_handle.unwrap_or_default())
     }
+}
+
+/// The delivery a parked message stands for, to requeue; `None` (reported)
+/// when its ids do not parse.
+fn requeued(tenant: &TenantId, d: &DeliveryMessage) -> Option<NewDelivery> {
+    let parsed = (
+        SubscriptionId::parse(&d.subscription_id),
+        EventId::parse(&d.event_id),
+        EventType::parse(&d.event_type),
+    );
+    let (Ok(subscription_id), Ok(event_id), Ok(event_type)) = parsed else {
+        let key = format!("D#{}/E#{}", d.subscription_id, d.event_id);
+        hooklane_core::record::unreadable("dead letter", &key, "its ids do not parse");
+        return None;
+    };
+    Some(NewDelivery {
+        tenant: tenant.clone(),
+        subscription_id,
+        event_id,
+        event_type,
+        event: None,
+    })
 }
 
 /// Deletes the dead-letter copies of deliveries just replayed through the

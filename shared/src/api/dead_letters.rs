@@ -90,14 +90,10 @@ pub(super) async fn replay(
                 .map_err(|e| ApiError::invalid("event_ids", e.0))?,
         ),
     };
-    let now = ports.clock.now();
-    let mut lanes = ports
-        .dead_letters
-        .replay(&tenant, sub.as_ref(), event_ids.as_deref(), now)
-        .await?;
-    let replayed = lanes.len();
-    lanes.sort();
-    lanes.dedup();
-    ports.wakeup.lanes(&tenant, &lanes);
+    let replayed = state
+        .engine
+        .replay(&tenant, sub.as_ref(), event_ids.as_deref())
+        .await?
+        .len();
     Ok((StatusCode::ACCEPTED, Json(json!({ "replayed": replayed }))))
 }

@@ -47,7 +47,7 @@ pub struct PreviousSecret {
 
 /// The health record of G8, written when a delivery's retry sequence ends.
 /// Serialized as the API's `health` object.
-#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Health {
     /// Failed retry sequences since the last success.
     pub consecutive_failures: u32,
@@ -239,27 +239,54 @@ impl DeliveryState {
         }
     }
 
+    /// Every state.
+    pub const ALL: [Self; 5] = [
+        Self::Pending,
+        Self::Held,
+        Self::Delivered,
+        Self::Parked,
+        Self::Dropped,
+    ];
+
     /// Parses a stored state; `None` for anything the stores never write.
     pub fn parse(raw: &str) -> Option<Self> {
-        [
-            Self::Pending,
-            Self::Held,
-            Self::Delivered,
-            Self::Parked,
-            Self::Dropped,
-        ]
-        .into_iter()
-        .find(|s| s.as_str() == raw)
+        Self::ALL.into_iter().find(|s| s.as_str() == raw)
+    }
+}
+
+/// Which deliveries a requeue takes back to the end of their lanes with a
+/// fresh ladder: the one rule both stores apply, each inside its own
+/// atomic write (a conditional update on DynamoDB, one transaction on
+/// SQLite).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Retake {
+    /// Parked ones only: a dead-letter replay.
+    Parked,
+    /// Those the subscription did not get: parked, held, or never queued
+    /// (suspended at fan-out); delivered, pending (queued or in flight) and
+    /// dropped ones are left as they are. A backfill after re-enabling.
+    Missed,
+}
+
+impl Retake {
+    /// Whether the rule takes a delivery in `state` (`None`: the store has
+    /// no delivery of the pair).
+    pub fn takes(self, state: Option<DeliveryState>) -> bool {
+        match self {
+            Self::Parked => state == Some(DeliveryState::Parked),
+            Self::Missed => matches!(
+                state,
+                None | Some(DeliveryState::Parked | DeliveryState::Held)
+            ),
+        }
     }
 
-    /// Whether a backfill or a recovery delivers this event to the
-    /// subscription again: when it has no delivery of it (never queued:
-    /// suspended, or fanned out to nobody), or one that was parked or held.
-    /// Delivered, pending (queued or in flight) and dropped ones are left
-    /// as they are. The one rule both stores follow (`state` is `None`
-    /// when the store has no delivery of the pair).
-    pub fn taken_again(state: Option<Self>) -> bool {
-        matches!(state, None | Some(Self::Parked | Self::Held))
+    /// The stored states the rule takes.
+    pub fn states(self) -> Vec<DeliveryState> {
+        DeliveryState::ALL
+            .into_iter()
+            .filter(|s| self.takes(Some(*s)))
+            .collect()
     }
 }
 
@@ -311,4 +338,61 @@ impl DeliveryRecord {
             _ => None,
         }
     }
+}
+
+/// A position in a tenant's archive, in acceptance order: events accepted
+/// after `at`, or at `at` with an id after `id`, come after it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ArchivePosition {
+    /// Acceptance time.
+    pub at: OffsetDateTime,
+    /// Event id at that time (empty: before every event of that time).
+    pub id: String,
+}
+
+impl ArchivePosition {
+    /// Just before every event accepted at `at` or later.
+    pub fn before(at: OffsetDateTime) -> Self {
+        Self {
+            at,
+            id: String::new(),
+        }
+    }
+}
+
+/// An archived event as a backfill scans it: no payload.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ArchivedEvent {
+    /// Its id.
+    pub id: EventId,
+    /// Its type.
+    pub event_type: EventType,
+    /// When it was accepted.
+    pub created_at: OffsetDateTime,
+}
+
+impl ArchivedEvent {
+    /// The archive position just after this event.
+    pub fn position(&self) -> ArchivePosition {
+        ArchivePosition {
+            at: self.created_at,
+            id: self.id.as_str().to_owned(),
+        }
+    }
+}
+
+/// A backfill in progress (G8): the re-enabled subscription, the archive
+/// window it covers, and how far it got.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BackfillJob {
+    /// The tenant.
+    pub tenant: TenantId,
+    /// The re-enabled subscription.
+    pub subscription_id: SubscriptionId,
+    /// Events after this position are still to be looked at.
+    pub after: ArchivePosition,
+    /// The last acceptance time covered.
+    pub until: OffsetDateTime,
+    /// When it started (the pace ramps up from then).
+    pub started_at: OffsetDateTime,
 }

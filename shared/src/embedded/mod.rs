@@ -20,11 +20,13 @@ use tracing::{error, info, warn};
 use crate::config::Config;
 use crate::domain::{SubscriptionId, TenantId};
 use crate::engine::{Engine, Outside, Ports};
-use crate::health::backfill_interval;
 use crate::ports::{NoNotifier, StoreResult, Wakeup};
-use crate::sqlite::{BackfillStep, Lane, SqliteStore};
+use crate::sqlite::{Lane, SqliteStore};
 use lanes::Lanes;
 
+/// How long one backfill pass is: the engine queues what the rate allows
+/// in it.
+const BACKFILL_PASS: Duration = Duration::from_secs(1);
 /// How many fan-out jobs the worker takes at a time.
 const FAN_OUT_BATCH: usize = 64;
 /// Pause after a storage error before a worker tries again.
@@ -124,12 +126,7 @@ async fn backfill_worker(lanes: Arc<Lanes>, store: SqliteStore, wake: Arc<Notify
                         .lock()
                         .is_ok_and(|mut r| r.insert(job.subscription_id.clone()));
                     if fresh {
-                        tokio::spawn(run_backfill(
-                            lanes.clone(),
-                            store.clone(),
-                            job,
-                            running.clone(),
-                        ));
+                        tokio::spawn(run_backfill(lanes.clone(), job, running.clone()));
                     }
                 }
             }
@@ -139,40 +136,38 @@ async fn backfill_worker(lanes: Arc<Lanes>, store: SqliteStore, wake: Arc<Notify
     }
 }
 
+/// Runs one backfill's passes, a second apart, poking its backfill lane
+/// after each pass that queued something, until the engine says it is
+/// over.
 async fn run_backfill(
     lanes: Arc<Lanes>,
-    store: SqliteStore,
-    job: crate::sqlite::BackfillJob,
+    job: crate::domain::BackfillJob,
     running: Arc<Mutex<HashSet<SubscriptionId>>>,
 ) {
-    let rate = lanes.engine().config.backfill_rate;
+    let (tenant, sub) = (job.tenant, job.subscription_id);
     loop {
-        match store.backfill_step(&job.subscription_id).await {
-            Ok(BackfillStep::Done) => break,
-            Ok(BackfillStep::Skipped) => continue,
-            Ok(BackfillStep::Queued) => {
-                lanes.poke(
-                    job.tenant.clone(),
-                    job.subscription_id.clone(),
-                    Lane::Backfill,
-                );
-                let elapsed = (time::OffsetDateTime::now_utc() - job.started_at)
-                    .try_into()
-                    .unwrap_or_default();
-                tokio::time::sleep(backfill_interval(rate, elapsed)).await;
+        match lanes
+            .engine()
+            .backfill_pass(&tenant, &sub, BACKFILL_PASS)
+            .await
+        {
+            Ok(pass) => {
+                if pass.queued > 0 {
+                    lanes.poke(tenant.clone(), sub.clone(), Lane::Backfill);
+                }
+                match pass.again_in {
+                    Some(wait) => tokio::time::sleep(wait).await,
+                    None => break,
+                }
             }
             Err(e) => {
-                error!(error = %e, "backfill step failed");
+                error!(error = %e, "backfill pass failed");
                 tokio::time::sleep(ERROR_PAUSE).await;
             }
         }
     }
-    info!(
-        subscription_id = job.subscription_id.as_str(),
-        "backfill finished"
-    );
     if let Ok(mut r) = running.lock() {
-        r.remove(&job.subscription_id);
+        r.remove(&sub);
     }
 }
 

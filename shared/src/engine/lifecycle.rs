@@ -240,8 +240,7 @@ impl Engine {
                 .or(sub.suspended_at)
                 .unwrap_or(now)
                 .max(now - BACKFILL_REACH);
-            self.ports.backfills.start(&sub, since, now).await?;
-            self.ports.wakeup.backfill();
+            self.start_backfill(&sub, since, now).await?;
         }
         let current = self.ports.subscriptions.get(&sub.tenant, &sub.id).await?;
         current.ok_or_else(|| EnableError::ProbeFailed("the subscription was deleted".into()))

@@ -7,9 +7,11 @@
 
 mod deliver;
 mod lifecycle;
+mod requeue;
 mod wiring;
 
 pub use lifecycle::{EnableError, OPERATOR_TENANT};
+pub use requeue::BackfillPass;
 pub use wiring::{Outside, Ports, Store};
 
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -8,8 +8,8 @@ use time::OffsetDateTime;
 
 use super::StoreResult;
 use crate::domain::{
-    Attempt, DeadLetter, Delivery, DeliveryRecord, Event, EventId, EventType, Health, Subscription,
-    SubscriptionId, TenantId,
+    ArchivePosition, ArchivedEvent, Attempt, BackfillJob, DeadLetter, Delivery, DeliveryRecord,
+    Event, EventId, EventType, Health, Retake, Subscription, SubscriptionId, TenantId,
 };
 
 /// Subscriptions, with tombstones: a deleted subscription is never
@@ -95,6 +95,15 @@ pub trait EventArchive: Send + Sync {
     async fn accept(&self, event: Event) -> StoreResult<Accepted>;
     /// Reads an archived event.
     async fn get(&self, tenant: &TenantId, id: &EventId) -> StoreResult<Option<Event>>;
+    /// A tenant's archived events after `after` and accepted at `until` at
+    /// the latest, in acceptance order (time, then id), at most `limit`.
+    async fn window(
+        &self,
+        tenant: &TenantId,
+        after: &ArchivePosition,
+        until: OffsetDateTime,
+        limit: usize,
+    ) -> StoreResult<Vec<ArchivedEvent>>;
 }
 
 /// A delivery to enqueue: one (event, subscription) pair.
@@ -191,9 +200,21 @@ pub trait LaneQueue: Send + Sync {
     /// circuit breaker is open). Queues that back off by visibility do
     /// nothing here.
     async fn defer(&self, d: &Delivery, until: OffsetDateTime) -> StoreResult<()>;
+    /// Puts each delivery that `rule` takes (by its current state, read
+    /// and changed in one atomic write) back at the end of its lane with a
+    /// fresh ladder: the live lane, or with `backfill` the subscription's
+    /// backfill lane. Says, for each, whether it was taken. A replayed
+    /// parked delivery's dead-letter copy, where the store keeps one, goes.
+    async fn requeue(
+        &self,
+        deliveries: &[NewDelivery],
+        rule: Retake,
+        backfill: bool,
+    ) -> StoreResult<Vec<bool>>;
 }
 
-/// Parked deliveries: listed for operators, replayed on demand.
+/// Parked deliveries, listed for operators (the engine replays them
+/// through [`LaneQueue::requeue`]).
 #[async_trait]
 pub trait DeadLetters: Send + Sync {
     /// A tenant's parked deliveries after the cursor, oldest first; each
@@ -205,15 +226,6 @@ pub trait DeadLetters: Send + Sync {
         after: Option<i64>,
         limit: usize,
     ) -> StoreResult<Vec<(i64, DeadLetter)>>;
-    /// Puts parked deliveries back at the end of their lanes with a fresh
-    /// ladder; returns the subscription of each one replayed.
-    async fn replay(
-        &self,
-        tenant: &TenantId,
-        subscription: Option<&SubscriptionId>,
-        event_ids: Option<&[EventId]>,
-        now: OffsetDateTime,
-    ) -> StoreResult<Vec<SubscriptionId>>;
 }
 
 /// What `GET /events/{id}` shows of an event's deliveries.
@@ -229,18 +241,23 @@ pub trait DeliveryViews: Send + Sync {
     ) -> StoreResult<Vec<(SubscriptionId, DeliveryRecord)>>;
 }
 
-/// The backfill of a re-enabled subscription.
+/// Backfills in progress: where each stands (the engine runs and paces
+/// them, [`crate::engine::Engine::backfill_pass`]).
 #[async_trait]
 pub trait Backfills: Send + Sync {
-    /// Schedules the backfill: the tenant's archived events matching the
-    /// subscription's filters, accepted from `since` to `until`, not yet
-    /// delivered to it, on a lane of their own at the configured rate.
-    async fn start(
+    /// Records a new backfill and schedules its first pass (replacing one
+    /// in progress for the same subscription).
+    async fn start(&self, job: &BackfillJob) -> StoreResult<()>;
+    /// The subscription's backfill in progress, if any.
+    async fn load(
         &self,
-        sub: &Subscription,
-        since: OffsetDateTime,
-        until: OffsetDateTime,
-    ) -> StoreResult<()>;
+        tenant: &TenantId,
+        sub: &SubscriptionId,
+    ) -> StoreResult<Option<BackfillJob>>;
+    /// Saves how far a backfill got.
+    async fn save(&self, job: &BackfillJob) -> StoreResult<()>;
+    /// Ends a backfill.
+    async fn end(&self, tenant: &TenantId, sub: &SubscriptionId) -> StoreResult<()>;
     /// How many deliveries wait for a subscription (for the suspension
     /// notice; at least those the store can count cheaply).
     async fn waiting(&self, sub: &Subscription) -> StoreResult<u64>;

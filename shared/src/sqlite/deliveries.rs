@@ -8,13 +8,12 @@ use rusqlite::{params, OptionalExtension, Row};
 use time::OffsetDateTime;
 
 use super::{corrupt, from_ms, ms, readable, SqliteStore};
-use crate::domain::{Delivery, DeliveryState, Event, EventId, EventType, SubscriptionId, TenantId};
+use crate::domain::{
+    Delivery, DeliveryState, Event, EventId, EventType, Retake, SubscriptionId, TenantId,
+};
 use crate::ports::{End, Finish, LaneQueue, NewDelivery, StoreResult};
 
-pub(super) const DELIVERY_COLUMNS: &str =
-    "seq, tenant, subscription_id, event_id, event_type, attempts, first_attempt_at, next_attempt_at";
-
-pub(super) fn delivery_row(r: &Row<'_>) -> rusqlite::Result<Delivery> {
+fn delivery_row(r: &Row<'_>) -> rusqlite::Result<Delivery> {
     Ok(Delivery {
         seq: r.get(0)?,
         tenant: TenantId::parse(&r.get::<_, String>(1)?).map_err(|_| corrupt("tenant"))?,
@@ -137,6 +136,24 @@ impl LaneQueue for SqliteStore {
         .await
     }
 
+    async fn requeue(
+        &self,
+        deliveries: &[NewDelivery],
+        rule: Retake,
+        backfill: bool,
+    ) -> StoreResult<Vec<bool>> {
+        let rows = deliveries.to_vec();
+        let lane = if backfill { Lane::Backfill } else { Lane::Live };
+        let now = ms(OffsetDateTime::now_utc());
+        // Durable: a replay's answer promises it.
+        self.write(move |conn| {
+            rows.iter()
+                .map(|d| requeue_one(conn, d, rule, lane, now))
+                .collect()
+        })
+        .await
+    }
+
     async fn defer(&self, d: &Delivery, until: OffsetDateTime) -> StoreResult<()> {
         let (seq, until) = (d.seq, ms(until));
         self.write_relaxed(move |conn| {
@@ -148,6 +165,44 @@ impl LaneQueue for SqliteStore {
         })
         .await
     }
+}
+
+/// Requeues one delivery inside the caller's write if `rule` takes it by
+/// its current state: a fresh row at the end of the lane (new `seq`, fresh
+/// ladder). A deleted subscription's deliveries are never requeued.
+fn requeue_one(
+    conn: &rusqlite::Connection,
+    d: &NewDelivery,
+    rule: Retake,
+    lane: Lane,
+    now: i64,
+) -> rusqlite::Result<bool> {
+    let (sub, event) = (d.subscription_id.as_str(), d.event_id.as_str());
+    let live: bool = conn
+        .prepare_cached(
+            "SELECT EXISTS (SELECT 1 FROM subscriptions WHERE id = ?1 AND deleted_at IS NULL)",
+        )?
+        .query_row(params![sub], |r| r.get(0))?;
+    let state: Option<String> = conn
+        .prepare_cached(
+            "SELECT state FROM deliveries WHERE subscription_id = ?1 AND event_id = ?2",
+        )?
+        .query_row(params![sub, event], |r| r.get(0))
+        .optional()?;
+    let state = state
+        .map(|s| DeliveryState::parse(&s).ok_or_else(|| corrupt("delivery state")))
+        .transpose()?;
+    if !live || !rule.takes(state) {
+        return Ok(false);
+    }
+    conn.prepare_cached("DELETE FROM deliveries WHERE subscription_id = ?1 AND event_id = ?2")?
+        .execute(params![sub, event])?;
+    conn.prepare_cached(
+        "INSERT INTO deliveries (tenant, subscription_id, event_id, event_type, state, next_attempt_at, updated_at, lane) \
+         VALUES (?1, ?2, ?3, ?4, 'pending', ?5, ?5, ?6)",
+    )?
+    .execute(params![d.tenant.as_str(), sub, event, d.event_type.as_str(), now, lane.as_str()])?;
+    Ok(true)
 }
 
 /// Which of a subscription's two lanes: live deliveries, or the backfill

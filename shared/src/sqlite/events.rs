@@ -7,7 +7,7 @@ use rusqlite::{params, OptionalExtension, Row};
 use time::{Duration, OffsetDateTime};
 
 use super::{corrupt, from_ms, ms, SqliteStore};
-use crate::domain::{Event, EventId, EventType, TenantId};
+use crate::domain::{ArchivePosition, ArchivedEvent, Event, EventId, EventType, TenantId};
 use crate::ports::{Accepted, EventArchive, StoreError, StoreResult};
 
 /// How long an event id stays reserved for idempotent publish (G12).
@@ -84,6 +84,40 @@ impl EventArchive for SqliteStore {
             conn.prepare_cached(&format!("{SELECT} WHERE tenant = ?1 AND id = ?2"))?
                 .query_row(params![tenant.as_str(), id.as_str()], from_row)
                 .optional()
+        })
+        .await
+    }
+
+    async fn window(
+        &self,
+        tenant: &TenantId,
+        after: &ArchivePosition,
+        until: OffsetDateTime,
+        limit: usize,
+    ) -> StoreResult<Vec<ArchivedEvent>> {
+        let (tenant, after) = (tenant.clone(), after.clone());
+        let until = ms(until);
+        self.read(move |conn| {
+            conn.prepare_cached(
+                "SELECT id, type, created_at FROM events WHERE tenant = ?1 AND created_at <= ?2 \
+                 AND (created_at > ?3 OR (created_at = ?3 AND id > ?4)) ORDER BY created_at, id LIMIT ?5",
+            )?
+            .query_map(
+                params![tenant.as_str(), until, ms(after.at), after.id, limit as i64],
+                |r| {
+                    let key: String = r.get(0)?;
+                    let event = || -> rusqlite::Result<_> {
+                        Ok(ArchivedEvent {
+                            id: EventId::parse(&key).map_err(|_| corrupt("event id"))?,
+                            event_type: EventType::parse(&r.get::<_, String>(1)?)
+                                .map_err(|_| corrupt("type"))?,
+                            created_at: from_ms(r.get(2)?),
+                        })
+                    };
+                    Ok((key.clone(), event()))
+                },
+            )
+            .and_then(|rows| super::readable("event", rows))
         })
         .await
     }

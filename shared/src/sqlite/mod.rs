@@ -32,7 +32,6 @@ use tokio::sync::oneshot;
 
 use crate::ports::{StoreError, StoreResult};
 
-pub use backfill::{BackfillJob, BackfillStep};
 pub use deliveries::Lane;
 
 /// Most writes committed together in one transaction.

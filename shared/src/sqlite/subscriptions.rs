@@ -1,50 +1,49 @@
-//! `SubscriptionStore` over SQLite: rows with tombstones, and a filter
-//! index (`subscription_filters`) so fan-out matches by value, not by scan.
+//! `SubscriptionStore` and `Suspensions` over SQLite: rows with
+//! tombstones, read and written through the one record mapping
+//! ([`SubscriptionRecord`]), and a filter index (`subscription_filters`) so
+//! fan-out matches by value, not by scan.
 
 use async_trait::async_trait;
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
-use super::{corrupt, from_ms, ms, readable, SqliteStore};
-use crate::domain::{
-    EventFilter, EventType, Health, PreviousSecret, Subscription, SubscriptionId,
-    SubscriptionStatus, TenantId,
-};
+use super::{corrupt, ms, readable, SqliteStore};
+use crate::domain::{EventType, Health, Subscription, SubscriptionId, TenantId};
 use crate::ports::{StoreResult, SubscriptionStore, Suspensions};
-use crate::signing::Secret;
+use crate::record::SubscriptionRecord;
 
 const COLUMNS: &str = "id, tenant, url, filters, description, metadata, secret, prev_secret, \
      prev_secret_expires_at, status, health, suspended_at, status_reason, created_at, updated_at";
 
+/// A row as the stored record, then the one conversion back into the
+/// domain ([`SubscriptionRecord`], shared with the AWS adapter).
 fn from_row(r: &Row<'_>) -> rusqlite::Result<Subscription> {
-    let text = |i: usize| r.get::<_, String>(i);
-    let filters: Vec<String> = serde_json::from_str(&text(3)?).map_err(|_| corrupt("filters"))?;
-    let prev_secret = match (r.get::<_, Option<String>>(7)?, r.get::<_, Option<i64>>(8)?) {
-        (Some(s), Some(exp)) => Some(PreviousSecret {
-            secret: Secret::parse(&s).map_err(|_| corrupt("secret"))?,
-            expires_at: from_ms(exp),
-        }),
-        _ => None,
-    };
-    Ok(Subscription {
-        id: SubscriptionId::parse(&text(0)?).map_err(|_| corrupt("id"))?,
-        tenant: TenantId::parse(&text(1)?).map_err(|_| corrupt("tenant"))?,
-        url: url::Url::parse(&text(2)?).map_err(|_| corrupt("url"))?,
-        filters: filters
-            .iter()
-            .map(|f| EventFilter::parse(f))
-            .collect::<Result<_, _>>()
-            .map_err(|_| corrupt("filter"))?,
+    let rec = SubscriptionRecord {
+        id: r.get(0)?,
+        tenant: r.get(1)?,
+        url: r.get(2)?,
+        filters: json_column(r, 3, "filters")?,
         description: r.get(4)?,
-        metadata: serde_json::from_str(&text(5)?).map_err(|_| corrupt("metadata"))?,
-        secret: Secret::parse(&text(6)?).map_err(|_| corrupt("secret"))?,
-        previous_secret: prev_secret,
-        status: SubscriptionStatus::parse(&text(9)?).ok_or_else(|| corrupt("status"))?,
-        health: serde_json::from_str(&text(10)?).map_err(|_| corrupt("health"))?,
-        suspended_at: r.get::<_, Option<i64>>(11)?.map(from_ms),
+        metadata: json_column(r, 5, "metadata")?,
+        secret: r.get(6)?,
+        prev_secret: r.get(7)?,
+        prev_secret_expires_at: r.get(8)?,
+        status: r.get(9)?,
+        health: json_column(r, 10, "health")?,
+        suspended_at: r.get(11)?,
         status_reason: r.get(12)?,
-        created_at: from_ms(r.get(13)?),
-        updated_at: from_ms(r.get(14)?),
-    })
+        created_at: r.get(13)?,
+        updated_at: r.get(14)?,
+    };
+    Subscription::try_from(rec).map_err(|e| corrupt(&e.0))
+}
+
+/// A column holding JSON.
+fn json_column<T: serde::de::DeserializeOwned>(
+    r: &Row<'_>,
+    i: usize,
+    what: &str,
+) -> rusqlite::Result<T> {
+    serde_json::from_str(&r.get::<_, String>(i)?).map_err(|_| corrupt(what))
 }
 
 /// A row's id and the subscription read from it (for list reads).
@@ -82,33 +81,30 @@ fn json<T: serde::Serialize>(v: &T) -> String {
     serde_json::to_string(v).unwrap_or_else(|_| "null".into())
 }
 
-fn filters_json(sub: &Subscription) -> String {
-    json(&sub.filters.iter().map(|f| f.as_str()).collect::<Vec<_>>())
-}
-
 #[async_trait]
 impl SubscriptionStore for SqliteStore {
     async fn insert(&self, sub: &Subscription) -> StoreResult<()> {
         let sub = sub.clone();
+        let rec = SubscriptionRecord::from(&sub);
         self.write(move |conn| {
             conn.execute(
                 &format!("INSERT INTO subscriptions ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)"),
                 params![
-                    sub.id.as_str(),
-                    sub.tenant.as_str(),
-                    sub.url.as_str(),
-                    filters_json(&sub),
-                    sub.description,
-                    json(&sub.metadata),
-                    sub.secret.expose(),
-                    sub.previous_secret.as_ref().map(|p| p.secret.expose()),
-                    sub.previous_secret.as_ref().map(|p| ms(p.expires_at)),
-                    sub.status.as_str(),
-                    json(&sub.health),
-                    sub.suspended_at.map(ms),
-                    sub.status_reason,
-                    ms(sub.created_at),
-                    ms(sub.updated_at),
+                    rec.id,
+                    rec.tenant,
+                    rec.url,
+                    json(&rec.filters),
+                    rec.description,
+                    json(&rec.metadata),
+                    rec.secret,
+                    rec.prev_secret,
+                    rec.prev_secret_expires_at,
+                    rec.status,
+                    json(&rec.health),
+                    rec.suspended_at,
+                    rec.status_reason,
+                    rec.created_at,
+                    rec.updated_at,
                 ],
             )?;
             write_filters(conn, &sub)
@@ -152,22 +148,23 @@ impl SubscriptionStore for SqliteStore {
 
     async fn update(&self, sub: &Subscription) -> StoreResult<bool> {
         let sub = sub.clone();
+        let rec = SubscriptionRecord::from(&sub);
         self.write(move |conn| {
             let n = conn.execute(
                 "UPDATE subscriptions SET url = ?3, filters = ?4, description = ?5, metadata = ?6, \
                  secret = ?7, prev_secret = ?8, prev_secret_expires_at = ?9, updated_at = ?10 \
                  WHERE id = ?1 AND tenant = ?2 AND deleted_at IS NULL",
                 params![
-                    sub.id.as_str(),
-                    sub.tenant.as_str(),
-                    sub.url.as_str(),
-                    filters_json(&sub),
-                    sub.description,
-                    json(&sub.metadata),
-                    sub.secret.expose(),
-                    sub.previous_secret.as_ref().map(|p| p.secret.expose()),
-                    sub.previous_secret.as_ref().map(|p| ms(p.expires_at)),
-                    ms(sub.updated_at),
+                    rec.id,
+                    rec.tenant,
+                    rec.url,
+                    json(&rec.filters),
+                    rec.description,
+                    json(&rec.metadata),
+                    rec.secret,
+                    rec.prev_secret,
+                    rec.prev_secret_expires_at,
+                    rec.updated_at,
                 ],
             )?;
             if n == 1 {

@@ -222,3 +222,73 @@ async fn a_queued_delivery_that_does_not_parse_is_parked_with_the_reason_reporte
     assert!(views.is_empty(), "an unknown state is not read as another");
     assert!(crate::record::UNREADABLE.load(std::sync::atomic::Ordering::SeqCst) > after);
 }
+
+/// A lane queue that departs from the one requeue rule: a replay takes
+/// whatever a backfill would. The contract must catch it.
+struct Diverging(SqliteStore);
+
+#[async_trait::async_trait]
+impl LaneQueue for Diverging {
+    async fn enqueue(&self, d: &[crate::ports::NewDelivery]) -> crate::ports::StoreResult<()> {
+        self.0.enqueue(d).await
+    }
+    async fn begin(
+        &self,
+        d: &Delivery,
+        now: time::OffsetDateTime,
+        lease: time::OffsetDateTime,
+    ) -> crate::ports::StoreResult<bool> {
+        self.0.begin(d, now, lease).await
+    }
+    async fn finish(
+        &self,
+        d: &Delivery,
+        f: &crate::ports::Finish,
+    ) -> crate::ports::StoreResult<()> {
+        self.0.finish(d, f).await
+    }
+    async fn defer(
+        &self,
+        d: &Delivery,
+        until: time::OffsetDateTime,
+    ) -> crate::ports::StoreResult<()> {
+        self.0.defer(d, until).await
+    }
+    async fn requeue(
+        &self,
+        d: &[crate::ports::NewDelivery],
+        _rule: crate::domain::Retake,
+        backfill: bool,
+    ) -> crate::ports::StoreResult<Vec<bool>> {
+        self.0
+            .requeue(d, crate::domain::Retake::Missed, backfill)
+            .await
+    }
+}
+
+struct DivergingHarness(Sqlite);
+
+#[async_trait::async_trait]
+impl Harness for DivergingHarness {
+    fn ports(&self) -> crate::engine::Ports {
+        let mut ports = contract::ports_over(self.0.store.clone());
+        ports.lanes = std::sync::Arc::new(Diverging(self.0.store.clone()));
+        ports
+    }
+    async fn next_delivery(&self, sub: &SubscriptionId) -> Option<Delivery> {
+        self.0.next_delivery(sub).await
+    }
+}
+
+#[tokio::test]
+async fn an_adapter_that_departs_from_the_requeue_rule_fails_the_contract() {
+    let h = DivergingHarness(open());
+    let checked = tokio::spawn(async move {
+        contract::requeues_take_what_the_rule_takes_and_views_show_one_mapping(&h).await
+    })
+    .await;
+    assert!(
+        checked.is_err_and(|e| e.is_panic()),
+        "the contract passed an adapter that replays held deliveries"
+    );
+}

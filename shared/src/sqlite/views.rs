@@ -4,14 +4,10 @@
 
 use async_trait::async_trait;
 use rusqlite::{params, Row};
-use time::OffsetDateTime;
 
-use super::deliveries::{delivery_row, DELIVERY_COLUMNS};
-use super::ms;
 use super::{corrupt, from_ms, readable, SqliteStore};
 use crate::domain::{
-    DeadLetter, Delivery, DeliveryRecord, DeliveryState, EventId, EventType, SubscriptionId,
-    TenantId,
+    DeadLetter, DeliveryRecord, DeliveryState, EventId, EventType, SubscriptionId, TenantId,
 };
 use crate::ports::{DeadLetters, DeliveryViews, StoreResult};
 
@@ -71,58 +67,6 @@ impl DeadLetters for SqliteStore {
         })
         .await
     }
-
-    async fn replay(
-        &self,
-        tenant: &TenantId,
-        subscription: Option<&SubscriptionId>,
-        event_ids: Option<&[EventId]>,
-        now: OffsetDateTime,
-    ) -> StoreResult<Vec<SubscriptionId>> {
-        let tenant = tenant.clone();
-        let sub = subscription.map(|s| s.as_str().to_owned());
-        let events: Option<Vec<String>> =
-            event_ids.map(|ids| ids.iter().map(|e| e.as_str().to_owned()).collect());
-        let now = ms(now);
-        self.write(move |conn| {
-            let parked: Vec<Delivery> = conn
-                .prepare_cached(&format!(
-                    "SELECT {DELIVERY_COLUMNS} FROM deliveries d WHERE tenant = ?1 AND state = 'parked' \
-                     AND (?2 IS NULL OR subscription_id = ?2) AND EXISTS (\
-                       SELECT 1 FROM subscriptions s WHERE s.id = d.subscription_id AND s.deleted_at IS NULL) \
-                     ORDER BY seq"
-                ))?
-                .query_map(params![tenant.as_str(), sub], |r| {
-                    Ok((r.get::<_, i64>(0)?, delivery_row(r)))
-                })
-                .and_then(|rows| readable("parked delivery", rows))?;
-            let mut replayed = Vec::new();
-            for d in parked {
-                if let Some(ids) = &events {
-                    if !ids.iter().any(|e| e == d.event_id.as_str()) {
-                        continue;
-                    }
-                }
-                // A fresh row at the end of the lane: new seq, fresh ladder.
-                conn.prepare_cached("DELETE FROM deliveries WHERE seq = ?1")?
-                    .execute(params![d.seq])?;
-                conn.prepare_cached(
-                    "INSERT INTO deliveries (tenant, subscription_id, event_id, event_type, state, next_attempt_at, updated_at) \
-                     VALUES (?1, ?2, ?3, ?4, 'pending', ?5, ?5)",
-                )?
-                .execute(params![
-                    d.tenant.as_str(),
-                    d.subscription_id.as_str(),
-                    d.event_id.as_str(),
-                    d.event_type.as_str(),
-                    now
-                ])?;
-                replayed.push(d.subscription_id);
-            }
-            Ok(replayed)
-        })
-        .await
-    }
 }
 
 #[async_trait]
@@ -136,8 +80,7 @@ impl DeliveryViews for SqliteStore {
         self.read(move |conn| {
             conn.prepare_cached(
                 "SELECT subscription_id, state, attempts, last_status, next_attempt_at, first_attempt_at \
-                 FROM deliveries \
-                 WHERE tenant = ?1 AND event_id = ?2 ORDER BY subscription_id",
+                 FROM deliveries WHERE tenant = ?1 AND event_id = ?2 ORDER BY subscription_id",
             )?
             .query_map(params![tenant.as_str(), event_id.as_str()], |r| {
                 let key: String = r.get(0)?;

@@ -18,6 +18,9 @@ use crate::AwsStore;
 
 /// Pages (of 500 subscriptions) one pass fans out before checking time.
 const PAGES_PER_PASS: usize = 4;
+/// How long one backfill pass is: the engine queues what the rate allows
+/// in it, and the message comes back after it.
+const BACKFILL_PASS: Duration = Duration::from_secs(10);
 
 /// What the fan-out handler needs, built once per cold start.
 #[derive(Clone)]
@@ -139,27 +142,25 @@ async fn process(ctx: &FanOut, m: SqsMessage, started: Instant) -> Outcome {
     }
 }
 
-/// One pass of a backfill; between passes the job waits out a ten-second
-/// visibility, which is what paces it.
+/// One pass of a backfill ([`Engine::backfill_pass`]); between passes the
+/// message waits out a visibility of the pass's length, which paces it.
 async fn backfill(
     ctx: &FanOut,
     m: &SqsMessage,
     tenant: &TenantId,
     job: &BackfillMessage,
 ) -> Outcome {
-    match ctx
-        .store
-        .backfill_pass(tenant, job, ctx.engine.config.backfill_rate)
-        .await
-    {
-        Ok(true) => {
-            info!(subscription_id = %job.subscription_id, "backfill finished");
-            Outcome::Done
-        }
-        Ok(false) => {
-            set_visibility(ctx, m, 10).await;
-            Outcome::Retry
-        }
+    let Ok(sub) = SubscriptionId::parse(&job.subscription_id) else {
+        return unreadable(m, "backfill: subscription_id does not parse");
+    };
+    match ctx.engine.backfill_pass(tenant, &sub, BACKFILL_PASS).await {
+        Ok(pass) => match pass.again_in {
+            None => Outcome::Done,
+            Some(wait) => {
+                set_visibility(ctx, m, wait.as_secs() as i32).await;
+                Outcome::Retry
+            }
+        },
         Err(e) => {
             error!(error = %e, "backfill pass failed");
             Outcome::Retry

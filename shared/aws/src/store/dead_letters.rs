@@ -1,18 +1,18 @@
 //! Dead letters on AWS: a parked delivery's record is indexed by tenant in
 //! park order (`gsi2`) for the API's list, and its message goes to the FIFO
 //! dead-letter queue with attributes saying why, for operators' tools
-//! (`hooklane dlq`). Replay resets the record and sends the message again.
+//! (`hooklane dlq`). A replay (the lanes' requeue) resets the record and
+//! sends the message again.
 
 use std::collections::HashMap;
 
 use async_trait::async_trait;
 use aws_sdk_sqs::types::MessageAttributeValue;
 use hooklane_core::domain::{
-    Attempt, DeadLetter, Delivery, EventId, EventType, SubscriptionId, TenantId,
+    Attempt, DeadLetter, Delivery, EventId, EventType, Retake, SubscriptionId, TenantId,
 };
 use hooklane_core::ports::{DeadLetters, StoreResult};
 use hooklane_core::record::{from_ms, ms};
-use time::OffsetDateTime;
 
 use super::deliveries::{parked_pk, record_pk, record_sk, truncate};
 use super::{
@@ -30,27 +30,29 @@ fn attr(v: impl Into<String>, number: bool) -> StoreResult<MessageAttributeValue
 }
 
 impl AwsStore {
-    /// Puts a parked record back to pending with a fresh ladder; `false`
-    /// when it was not parked.
+    /// Puts a parked record back to pending with a fresh ladder (a
+    /// message back from the dead-letter queue); `false` when it was not
+    /// parked.
     pub async fn reset_parked(&self, sub: &SubscriptionId, event: &EventId) -> StoreResult<bool> {
-        self.reset_to_pending(sub, event, false).await
+        self.reset_to_pending(sub, event, Retake::Parked).await
     }
 
-    /// Makes a parked or held delivery (or, with `or_missing`, one never
-    /// attempted) pending again with a fresh ladder; `false` when it is in
-    /// any other state.
+    /// Makes a delivery that `rule` takes pending again with a fresh
+    /// ladder, in one conditional write built from the rule; `false` when
+    /// the rule does not take it.
     pub(crate) async fn reset_to_pending(
         &self,
         sub: &SubscriptionId,
         event: &EventId,
-        or_missing: bool,
+        rule: Retake,
     ) -> StoreResult<bool> {
-        let condition = if or_missing {
-            "attribute_not_exists(pk) OR #state IN (:parked, :held)"
-        } else {
-            "#state IN (:parked, :held)"
-        };
-        let res = self
+        let states = rule.states();
+        let marks: Vec<String> = (0..states.len()).map(|i| format!(":s{i}")).collect();
+        let mut condition = format!("#state IN ({})", marks.join(", "));
+        if rule.takes(None) {
+            condition = format!("attribute_not_exists(pk) OR {condition}");
+        }
+        let mut req = self
             .ddb
             .update_item()
             .table_name(&self.settings.table)
@@ -63,12 +65,11 @@ impl AwsStore {
             .condition_expression(condition)
             .expression_attribute_names("#state", "state")
             .expression_attribute_values(":pending", string_attr("pending"))
-            .expression_attribute_values(":parked", string_attr("parked"))
-            .expression_attribute_values(":held", string_attr("held"))
-            .expression_attribute_values(":zero", number_attr(0))
-            .send()
-            .await;
-        took_effect(res)
+            .expression_attribute_values(":zero", number_attr(0));
+        for (mark, state) in marks.iter().zip(&states) {
+            req = req.expression_attribute_values(mark, string_attr(state.as_str()));
+        }
+        took_effect(req.send().await)
     }
 
     pub(crate) async fn park_to_dlq(
@@ -201,39 +202,6 @@ impl DeadLetters for AwsStore {
                 _ => return Ok(out),
             }
         }
-    }
-
-    async fn replay(
-        &self,
-        tenant: &TenantId,
-        subscription: Option<&SubscriptionId>,
-        event_ids: Option<&[EventId]>,
-        now: OffsetDateTime,
-    ) -> StoreResult<Vec<SubscriptionId>> {
-        let parked = self.list(tenant, subscription, None, 10_000).await?;
-        let mut replayed = Vec::new();
-        for (_, dl) in parked {
-            if event_ids.is_some_and(|ids| !ids.contains(&dl.event_id)) {
-                continue;
-            }
-            if !self.reset_parked(&dl.subscription_id, &dl.event_id).await? {
-                continue;
-            }
-            let msg = DeliveryMessage::new(
-                tenant.as_str(),
-                dl.subscription_id.as_str(),
-                dl.event_id.as_str(),
-                dl.event_type.as_str(),
-            );
-            self.send_deliveries(std::slice::from_ref(&msg), &format!("replay-{}", ms(now)))
-                .await?;
-            replayed.push(dl.subscription_id);
-        }
-        if !replayed.is_empty() {
-            // The dead-letter queue's copies are stale now.
-            crate::dlq::discard_replayed(self, tenant, &replayed, event_ids).await?;
-        }
-        Ok(replayed)
     }
 }
 

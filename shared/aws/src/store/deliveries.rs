@@ -19,13 +19,15 @@
 //! - held (suspended): one conditional `UpdateItem` marking the record
 //!   held; dropped: the record's state only.
 
+use std::collections::HashMap;
+
 use async_trait::async_trait;
 use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
 use hooklane_core::domain::{
-    Delivery, DeliveryRecord, DeliveryState, EventId, SubscriptionId, TenantId,
+    Delivery, DeliveryRecord, DeliveryState, EventId, Retake, SubscriptionId, TenantId,
 };
 use hooklane_core::ports::{
-    AttemptLog, End, Finish, LaneQueue, NewDelivery, StoreError, StoreResult,
+    AttemptLog, End, Finish, LaneQueue, NewDelivery, StoreError, StoreResult, SubscriptionStore,
 };
 use hooklane_core::record::{from_ms, ms};
 use time::OffsetDateTime;
@@ -279,6 +281,60 @@ impl LaneQueue for AwsStore {
             .send()
             .await;
         took_effect(res)
+    }
+
+    async fn requeue(
+        &self,
+        deliveries: &[NewDelivery],
+        rule: Retake,
+        backfill: bool,
+    ) -> StoreResult<Vec<bool>> {
+        let mut taken = Vec::with_capacity(deliveries.len());
+        let mut msgs = Vec::new();
+        let mut live: HashMap<SubscriptionId, bool> = HashMap::new();
+        for d in deliveries {
+            let exists = match live.get(&d.subscription_id) {
+                Some(exists) => *exists,
+                None => {
+                    let found = SubscriptionStore::get(self, &d.tenant, &d.subscription_id)
+                        .await?
+                        .is_some();
+                    live.insert(d.subscription_id.clone(), found);
+                    found
+                }
+            };
+            let reset = exists
+                && self
+                    .reset_to_pending(&d.subscription_id, &d.event_id, rule)
+                    .await?;
+            if reset {
+                let mut msg = message_of(d);
+                msg.lane = backfill.then(|| "backfill".to_owned());
+                msgs.push(msg);
+            }
+            taken.push(reset);
+        }
+        let nonce = format!("requeue-{}", ms(OffsetDateTime::now_utc()));
+        self.send_deliveries(&msgs, &nonce).await?;
+        if rule == Retake::Parked {
+            // The dead-letter queue's copies are stale now.
+            for d in deliveries
+                .iter()
+                .zip(&taken)
+                .filter(|(_, t)| **t)
+                .map(|(d, _)| d)
+            {
+                let (sub, event) = (&d.subscription_id, &d.event_id);
+                crate::dlq::discard_replayed(
+                    self,
+                    &d.tenant,
+                    std::slice::from_ref(sub),
+                    Some(std::slice::from_ref(event)),
+                )
+                .await?;
+            }
+        }
+        Ok(taken)
     }
 
     async fn defer(&self, _: &Delivery, _: OffsetDateTime) -> StoreResult<()> {

@@ -5,14 +5,15 @@
 //! retry completes it.
 
 use async_trait::async_trait;
-use hooklane_core::domain::{Event, EventId, EventType, TenantId};
+use hooklane_core::domain::{ArchivePosition, ArchivedEvent, Event, EventId, EventType, TenantId};
 use hooklane_core::ports::{Accepted, EventArchive, StoreError, StoreResult};
 use hooklane_core::record::{from_ms, ms};
+use time::OffsetDateTime;
 
 use super::subscriptions::tenant_pk;
 use super::{
-    backend, corrupt, get_n, get_s, is_condition_failed, key_of, took_effect, AwsStore, Item,
-    RETENTION_SECS,
+    backend, corrupt, get_n, get_s, is_condition_failed, key_of, readable, took_effect, AwsStore,
+    Item, RETENTION_SECS,
 };
 use crate::messages::{body_within, dedup_id, CarriedEvent, FanOutMessage, CARRY_LIMIT};
 use crate::{number_attr, string_attr};
@@ -127,6 +128,59 @@ impl EventArchive for AwsStore {
             None => Ok(None),
         }
     }
+
+    /// The archive is keyed by event id, not by time: the window's events
+    /// are read with a filter on their time (every page of the tenant's
+    /// events), then put in acceptance order.
+    async fn window(
+        &self,
+        tenant: &TenantId,
+        after: &ArchivePosition,
+        until: OffsetDateTime,
+        limit: usize,
+    ) -> StoreResult<Vec<ArchivedEvent>> {
+        let mut out = Vec::new();
+        let mut start: Option<Item> = None;
+        loop {
+            let resp = self
+                .ddb
+                .query()
+                .table_name(&self.settings.table)
+                .key_condition_expression("pk = :pk AND begins_with(sk, :e)")
+                .filter_expression("created_at BETWEEN :since AND :until")
+                .projection_expression("pk, sk, id, #type, created_at")
+                .expression_attribute_names("#type", "type")
+                .expression_attribute_values(":pk", string_attr(tenant_pk(tenant)))
+                .expression_attribute_values(":e", string_attr("E#"))
+                .expression_attribute_values(":since", number_attr(ms(after.at)))
+                .expression_attribute_values(":until", number_attr(ms(until)))
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(backend)?;
+            for item in resp.items.unwrap_or_default() {
+                out.extend(readable("event", &item, archived(&item))?);
+            }
+            match resp.last_evaluated_key {
+                Some(k) if !k.is_empty() => start = Some(k),
+                _ => break,
+            }
+        }
+        out.retain(|e| e.position() > *after);
+        out.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
+        out.truncate(limit);
+        Ok(out)
+    }
+}
+
+/// An archived event's id, type and time.
+fn archived(item: &Item) -> StoreResult<ArchivedEvent> {
+    let field = |k: &str| get_s(item, k).ok_or_else(|| corrupt("event"));
+    Ok(ArchivedEvent {
+        id: EventId::parse(field("id")?).map_err(|_| corrupt("event id"))?,
+        event_type: EventType::parse(field("type")?).map_err(|_| corrupt("event type"))?,
+        created_at: from_ms(get_n(item, "created_at").ok_or_else(|| corrupt("event time"))?),
+    })
 }
 
 impl AwsStore {

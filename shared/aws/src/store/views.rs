@@ -1,12 +1,10 @@
 //! Delivery views on AWS (`GET /events/{id}`): the event's delivery
 //! records by the `gsi1` index, plus a queued record for each matching
 //! subscription that has none yet (records appear at the first attempt).
-//! Also the backfill port's start and the held count.
 
 use async_trait::async_trait;
-use hooklane_core::domain::{DeliveryRecord, EventId, Subscription, SubscriptionId, TenantId};
-use hooklane_core::ports::{Backfills, DeliveryViews, StoreResult};
-use time::OffsetDateTime;
+use hooklane_core::domain::{DeliveryRecord, EventId, SubscriptionId, TenantId};
+use hooklane_core::ports::{DeliveryViews, StoreResult};
 
 use super::deliveries::{by_event_pk, record_of};
 use super::{backend, corrupt, get_s, readable, AwsStore, Item};
@@ -54,22 +52,6 @@ impl DeliveryViews for AwsStore {
         }
         views.sort_by(|a, b| a.0.cmp(&b.0));
         Ok(views)
-    }
-}
-
-#[async_trait]
-impl Backfills for AwsStore {
-    async fn start(
-        &self,
-        sub: &Subscription,
-        since: OffsetDateTime,
-        until: OffsetDateTime,
-    ) -> StoreResult<()> {
-        self.send_backfill(sub, since, until).await
-    }
-
-    async fn waiting(&self, sub: &Subscription) -> StoreResult<u64> {
-        self.spilled_count(sub).await
     }
 }
 

@@ -1,0 +1,215 @@
+//! Requeues, under one rule for both stores ([`Retake`]): the replay of
+//! parked deliveries, and the backfill after re-enabling (G8), paced here
+//! for both runtimes. The embedded runtime runs a backfill pass every
+//! second; the AWS fan-out function runs one per ingest message and hands
+//! the job back with a visibility of the pass's length.
+//!
+//! A pass queues what the current rate allows in one pass: the configured
+//! rate starts at a quarter and ramps up to full over two minutes. It looks
+//! at the archive in acceptance order from where the last pass stopped,
+//! takes the events the subscription's filters match and, of those, the
+//! ones the store's own atomic write finds missed (parked, held or never
+//! queued), on the subscription's backfill lane.
+
+use std::time::Duration;
+
+use time::OffsetDateTime;
+use tracing::info;
+
+use super::Engine;
+use crate::domain::{
+    BackfillJob, EventId, Retake, Subscription, SubscriptionId, SubscriptionStatus, TenantId,
+};
+use crate::health::backfill_interval;
+use crate::ports::{NewDelivery, StoreResult};
+
+/// Archived events one window read brings at most.
+const SCAN: usize = 200;
+/// Window reads one pass makes at most (a pass that finds few events to
+/// take still ends, and the next pass goes on from there).
+const READS_PER_PASS: usize = 5;
+/// Parked deliveries one replay page lists.
+const REPLAY_PAGE: usize = 250;
+
+/// What one backfill pass did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BackfillPass {
+    /// Deliveries it queued on the backfill lane.
+    pub queued: usize,
+    /// When to run the next pass; `None` when the backfill is over.
+    pub again_in: Option<Duration>,
+}
+
+impl BackfillPass {
+    const OVER: Self = Self {
+        queued: 0,
+        again_in: None,
+    };
+}
+
+impl Engine {
+    /// Puts a tenant's parked deliveries (of one subscription, of some
+    /// events, or all) back at the end of their lanes with a fresh ladder;
+    /// returns the subscription of each one replayed, and wakes their
+    /// lanes.
+    pub async fn replay(
+        &self,
+        tenant: &TenantId,
+        subscription: Option<&SubscriptionId>,
+        event_ids: Option<&[EventId]>,
+    ) -> StoreResult<Vec<SubscriptionId>> {
+        let mut replayed = Vec::new();
+        let mut after = None;
+        loop {
+            let page = self
+                .ports
+                .dead_letters
+                .list(tenant, subscription, after, REPLAY_PAGE)
+                .await?;
+            after = page.last().map(|(cursor, _)| *cursor);
+            let chosen: Vec<NewDelivery> = page
+                .iter()
+                .map(|(_, dl)| dl)
+                .filter(|dl| event_ids.is_none_or(|ids| ids.contains(&dl.event_id)))
+                .map(|dl| NewDelivery {
+                    tenant: tenant.clone(),
+                    subscription_id: dl.subscription_id.clone(),
+                    event_id: dl.event_id.clone(),
+                    event_type: dl.event_type.clone(),
+                    event: None,
+                })
+                .collect();
+            let taken = self
+                .ports
+                .lanes
+                .requeue(&chosen, Retake::Parked, false)
+                .await?;
+            replayed.extend(taken_subscriptions(&chosen, &taken));
+            if page.len() < REPLAY_PAGE {
+                break;
+            }
+        }
+        let mut lanes = replayed.clone();
+        lanes.sort();
+        lanes.dedup();
+        self.ports.wakeup.lanes(tenant, &lanes);
+        Ok(replayed)
+    }
+
+    /// Starts the backfill of a re-enabled subscription: the archived
+    /// events accepted from `since` to `until`.
+    pub(super) async fn start_backfill(
+        &self,
+        sub: &Subscription,
+        since: OffsetDateTime,
+        until: OffsetDateTime,
+    ) -> StoreResult<()> {
+        let job = BackfillJob {
+            tenant: sub.tenant.clone(),
+            subscription_id: sub.id.clone(),
+            after: crate::domain::ArchivePosition::before(since),
+            until,
+            started_at: until,
+        };
+        self.ports.backfills.start(&job).await?;
+        self.ports.wakeup.backfill();
+        Ok(())
+    }
+
+    /// Runs one pass of a subscription's backfill, `pass` long at the
+    /// current rate. The backfill ends when the window is done, or when the
+    /// subscription is gone or suspended again.
+    pub async fn backfill_pass(
+        &self,
+        tenant: &TenantId,
+        sub_id: &SubscriptionId,
+        pass: Duration,
+    ) -> StoreResult<BackfillPass> {
+        let backfills = &self.ports.backfills;
+        let Some(mut job) = backfills.load(tenant, sub_id).await? else {
+            return Ok(BackfillPass::OVER);
+        };
+        let sub = match self.ports.subscriptions.get(tenant, sub_id).await? {
+            Some(sub) if sub.status == SubscriptionStatus::Active => sub,
+            _ => {
+                backfills.end(tenant, sub_id).await?;
+                return Ok(BackfillPass::OVER);
+            }
+        };
+        let elapsed = (self.ports.clock.now() - job.started_at)
+            .try_into()
+            .unwrap_or(Duration::ZERO);
+        let per_pass = pass.as_secs_f64()
+            / backfill_interval(self.config.backfill_rate, elapsed).as_secs_f64();
+        let budget = (per_pass.ceil() as usize).max(1);
+        let (queued, done) = self.backfill_window(&sub, &mut job, budget).await?;
+        if done {
+            backfills.end(tenant, sub_id).await?;
+            info!(subscription_id = sub_id.as_str(), "backfill finished");
+        } else {
+            backfills.save(&job).await?;
+        }
+        Ok(BackfillPass {
+            queued,
+            again_in: (!done).then_some(pass),
+        })
+    }
+
+    /// Queues up to `budget` missed events of the job's window on the
+    /// backfill lane, moving the job on past what it looked at; says how
+    /// many it queued and whether the window is done.
+    async fn backfill_window(
+        &self,
+        sub: &Subscription,
+        job: &mut BackfillJob,
+        budget: usize,
+    ) -> StoreResult<(usize, bool)> {
+        let mut queued = 0;
+        for _ in 0..READS_PER_PASS {
+            let events = self
+                .ports
+                .events
+                .window(&sub.tenant, &job.after, job.until, SCAN)
+                .await?;
+            if events.is_empty() {
+                return Ok((queued, true));
+            }
+            let mut batch = Vec::new();
+            for e in events {
+                if queued + batch.len() == budget {
+                    break;
+                }
+                job.after = e.position();
+                if sub.filters.iter().any(|f| f.matches(&e.event_type)) {
+                    batch.push(NewDelivery {
+                        tenant: sub.tenant.clone(),
+                        subscription_id: sub.id.clone(),
+                        event_id: e.id,
+                        event_type: e.event_type,
+                        event: None,
+                    });
+                }
+            }
+            let taken = self
+                .ports
+                .lanes
+                .requeue(&batch, Retake::Missed, true)
+                .await?;
+            queued += taken.iter().filter(|t| **t).count();
+            if queued >= budget {
+                break;
+            }
+        }
+        Ok((queued, false))
+    }
+}
+
+/// The subscriptions of the deliveries a requeue took.
+fn taken_subscriptions(chosen: &[NewDelivery], taken: &[bool]) -> Vec<SubscriptionId> {
+    chosen
+        .iter()
+        .zip(taken)
+        .filter(|(_, t)| **t)
+        .map(|(d, _)| d.subscription_id.clone())
+        .collect()
+}
