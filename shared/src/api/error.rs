@@ -104,6 +104,20 @@ impl ApiError {
         .field("body")
     }
 
+    /// 408: the request body did not arrive within `limit`.
+    pub fn request_timeout(limit: std::time::Duration) -> Self {
+        Self::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "request-timeout",
+            "Request timeout",
+            format!(
+                "the body did not arrive within {} s; send it again",
+                limit.as_secs_f64()
+            ),
+        )
+        .field("body")
+    }
+
     /// 500: something failed inside; the cause is logged, not answered.
     pub fn internal(cause: impl std::fmt::Display) -> Self {
         error!(error = %cause, "request failed");
