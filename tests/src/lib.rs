@@ -5,6 +5,7 @@
 
 pub mod aws;
 mod both;
+pub mod child;
 pub mod faults;
 pub mod receiver;
 
