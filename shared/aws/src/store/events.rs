@@ -76,6 +76,9 @@ impl AwsStore {
 impl EventArchive for AwsStore {
     async fn accept(&self, event: Event) -> StoreResult<Accepted> {
         let payload = String::from_utf8(event.payload.to_vec()).map_err(|_| corrupt("payload"))?;
+        // Idempotent (see `write_token`): a put whose answer was lost and
+        // that the SDK sends again is this accept, not a duplicate publish.
+        let token = super::write_token();
         let put = self
             .ddb
             .put_item()
@@ -91,7 +94,9 @@ impl EventArchive for AwsStore {
                 "expires_at",
                 n(event.created_at.unix_timestamp() + RETENTION_SECS),
             )
-            .condition_expression("attribute_not_exists(pk)")
+            .item("accept_token", s(&token))
+            .condition_expression("attribute_not_exists(pk) OR accept_token = :token")
+            .expression_attribute_values(":token", s(token))
             .send()
             .await;
         match put {
