@@ -5,7 +5,10 @@
 #     local AWS-compatible server, and cfn-lint for infra/template.yaml;
 #   - moto in server mode on 127.0.0.1 (stopped on exit);
 #   - cargo fmt --check, clippy -D warnings, then every unit, contract and
-#     end-to-end test of the workspace (crates come from crates.io).
+#     end-to-end test of the workspace (crates come from crates.io);
+#   - the README's deploy build: `sam validate --lint` and
+#     `sam build --beta-features` in infra/ (cargo-lambda cross-compiles the
+#     three functions; no Docker), checking that three bootstraps come out.
 # Receivers are started by the tests themselves, on loopback.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -51,3 +54,19 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 
 echo "== cargo test"
 cargo test --workspace --all-targets --locked
+
+echo "== sam validate --lint; sam build --beta-features (infra/)"
+export SAM_CLI_TELEMETRY=0
+rm -rf infra/.aws-sam
+(
+  cd infra
+  PATH="$PWD/../.venv/bin:$PATH" sam validate --lint
+  PATH="$PWD/../.venv/bin:$PATH" CARGO_PROFILE_RELEASE_OPT_LEVEL=z sam build --beta-features
+)
+for f in ApiFunction FanoutFunction DeliveryFunction; do
+  if [ ! -x "infra/.aws-sam/build/$f/bootstrap" ]; then
+    echo "sam build left no bootstrap for $f" >&2
+    exit 1
+  fi
+  ls -l "infra/.aws-sam/build/$f/bootstrap" | awk -v f="$f" '{printf "%-17s bootstrap %8.2f MiB\n", f, $5 / 1048576}'
+done

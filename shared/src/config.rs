@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use crate::api::serve::ReadTimeouts;
 use crate::egress::EgressPolicy;
 use crate::health::{BreakerConfig, SuspendPolicy};
 use crate::policy::RetrySchedule;
@@ -36,6 +37,9 @@ pub struct Config {
     pub backfill_rate: f64,
     /// Circuit-breaker settings (`HOOKLANE_BREAKER`).
     pub breaker: BreakerConfig,
+    /// How long `serve` waits for a request's head and body
+    /// (`HOOKLANE_HEADER_TIMEOUT`, `HOOKLANE_BODY_TIMEOUT`, 30s each).
+    pub read_timeouts: ReadTimeouts,
 }
 
 impl Default for Config {
@@ -51,6 +55,7 @@ impl Default for Config {
             operator_webhook: None,
             backfill_rate: 5.0,
             breaker: BreakerConfig::default(),
+            read_timeouts: ReadTimeouts::default(),
         }
     }
 }
@@ -78,6 +83,26 @@ fn parse_bool(var: &'static str, raw: &str) -> Result<bool, ConfigError> {
         "0" | "false" | "no" | "off" | "" => Ok(false),
         other => Err(bad(var, format!("`{other}` is not true or false"))),
     }
+}
+
+/// A duration from 100 ms to 10 min.
+fn duration(var: &'static str, raw: &str) -> Result<Duration, ConfigError> {
+    humantime::parse_duration(raw.trim())
+        .ok()
+        .filter(|d| *d >= Duration::from_millis(100) && *d <= Duration::from_secs(600))
+        .ok_or_else(|| bad(var, "a duration from 100ms to 10m"))
+}
+
+/// Reads how long `serve` waits for a request's head and body.
+fn read_timeouts(get: &impl Fn(&str) -> Option<String>) -> Result<ReadTimeouts, ConfigError> {
+    let mut t = ReadTimeouts::default();
+    if let Some(v) = get("HOOKLANE_HEADER_TIMEOUT") {
+        t.header = duration("HOOKLANE_HEADER_TIMEOUT", &v)?;
+    }
+    if let Some(v) = get("HOOKLANE_BODY_TIMEOUT") {
+        t.body = duration("HOOKLANE_BODY_TIMEOUT", &v)?;
+    }
+    Ok(t)
 }
 
 impl Config {
@@ -133,6 +158,7 @@ impl Config {
                 })?;
         }
         c.read_health(&get)?;
+        c.read_timeouts = read_timeouts(&get)?;
         Ok(c)
     }
 
@@ -208,6 +234,8 @@ mod tests {
             ("HOOKLANE_SUSPEND_POLICY", "fatal=zero/1s"),
             ("HOOKLANE_BREAKER", "open=soon"),
             ("HOOKLANE_BACKFILL_RATE", "fast"),
+            ("HOOKLANE_HEADER_TIMEOUT", "1ms"),
+            ("HOOKLANE_BODY_TIMEOUT", "never"),
         ] {
             let err = read(&[(k, v)]).unwrap_err();
             assert_eq!(err.var, k);

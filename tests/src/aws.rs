@@ -32,8 +32,14 @@ pub fn child_env() -> Vec<(String, String)> {
 
 /// SDK configuration for the local server.
 pub async fn sdk() -> SdkConfig {
+    sdk_at(&endpoint()).await
+}
+
+/// SDK configuration for an endpoint in front of the local server (a
+/// fault-injecting proxy).
+pub async fn sdk_at(endpoint: &str) -> SdkConfig {
     aws_config::defaults(BehaviorVersion::latest())
-        .endpoint_url(endpoint())
+        .endpoint_url(endpoint)
         .region(Region::new("us-east-1"))
         .credentials_provider(Credentials::new(
             "test",

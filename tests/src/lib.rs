@@ -5,6 +5,8 @@
 
 pub mod aws;
 mod both;
+pub mod child;
+pub mod faults;
 pub mod receiver;
 
 use std::collections::HashMap;
@@ -15,10 +17,15 @@ use hooklane_core::config::Config;
 pub use hooklane_core::engine::Outside;
 use serde_json::Value;
 
-pub use receiver::{Receiver, Recorded, Reply};
+pub use receiver::{Gate, Receiver, Recorded, Reply};
 
 /// The API token every test server uses.
 pub const TOKEN: &str = "test-token-0123456789abcdef";
+
+/// What stops an in-process server.
+type Stop = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+/// An in-process server run.
+type Serving = std::pin::Pin<Box<dyn std::future::Future<Output = anyhow::Result<()>> + Send>>;
 
 /// A running `serve` with a client for its API.
 pub struct Server {
@@ -91,6 +98,59 @@ impl Server {
     }
 
     async fn start_with(backend: Backend, env: HashMap<String, String>, outside: Outside) -> Self {
+        let sdk = match backend {
+            Backend::Aws => Some(aws::sdk().await),
+            Backend::Embedded => None,
+        };
+        Self::launch(env, move |listener, config, db, stop| {
+            Box::pin(async move {
+                match sdk {
+                    None => {
+                        hooklane_core::embedded::serve_with(listener, config, &db, outside, stop)
+                            .await
+                    }
+                    Some(sdk) => {
+                        let resources = hooklane_aws::Resources {
+                            prefix: aws::unique_prefix(),
+                            visibility: config.attempt_timeout * 6,
+                        };
+                        hooklane_aws::queue_poller::serve(
+                            listener,
+                            config,
+                            sdk,
+                            None,
+                            Some(resources),
+                            stop,
+                        )
+                        .await
+                    }
+                }
+            })
+        })
+        .await
+    }
+
+    /// Starts `serve --backend aws` in this process over resources that
+    /// already exist, through the given SDK configuration (a fault proxy's
+    /// endpoint, say).
+    pub async fn start_aws_with(
+        env: HashMap<String, String>,
+        sdk: aws_config::SdkConfig,
+        settings: hooklane_aws::Settings,
+    ) -> Self {
+        Self::launch(env, move |listener, config, _db, stop| {
+            Box::pin(async move {
+                hooklane_aws::queue_poller::serve(listener, config, sdk, Some(settings), None, stop)
+                    .await
+            })
+        })
+        .await
+    }
+
+    async fn launch(
+        env: HashMap<String, String>,
+        run: impl FnOnce(tokio::net::TcpListener, Config, PathBuf, Stop) -> Serving,
+    ) -> Self {
         raise_fd_limit();
         init_logs();
         let config = Config::from_lookup(|k| env.get(k).cloned()).expect("test config");
@@ -101,35 +161,12 @@ impl Server {
             .expect("bind");
         let base = format!("http://{}", listener.local_addr().expect("addr"));
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let sdk = match backend {
-            Backend::Aws => Some(aws::sdk().await),
-            Backend::Embedded => None,
-        };
+        let stop: Stop = Box::pin(async move {
+            let _ = rx.await;
+        });
+        let serving = run(listener, config, db, stop);
         tokio::spawn(async move {
-            let stop = async move {
-                let _ = rx.await;
-            };
-            let result = match sdk {
-                None => {
-                    hooklane_core::embedded::serve_with(listener, config, &db, outside, stop).await
-                }
-                Some(sdk) => {
-                    let resources = hooklane_aws::Resources {
-                        prefix: aws::unique_prefix(),
-                        visibility: config.attempt_timeout * 6,
-                    };
-                    hooklane_aws::queue_poller::serve(
-                        listener,
-                        config,
-                        sdk,
-                        None,
-                        Some(resources),
-                        stop,
-                    )
-                    .await
-                }
-            };
-            if let Err(e) = result {
+            if let Err(e) = serving.await {
                 eprintln!("serve failed: {e:#}");
             }
         });

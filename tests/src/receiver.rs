@@ -1,7 +1,8 @@
 //! A loopback webhook receiver for tests: one server, one path per
 //! endpoint; each path answers from its script (then its default) and every
 //! request is recorded with its arrival time. `Reply::Hang` accepts the
-//! request and never answers.
+//! request and never answers; `Reply::Gated` holds it until the test opens
+//! its gate.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -25,6 +26,48 @@ pub enum Reply {
     Body(u16, String),
     /// Accept and never answer.
     Hang,
+    /// Hold the request until the gate opens, then answer this status.
+    Gated(Gate, u16),
+}
+
+/// A gate a test opens once: requests answered `Reply::Gated` wait for it.
+#[derive(Debug, Clone)]
+pub struct Gate {
+    open: Arc<tokio::sync::watch::Sender<bool>>,
+    reached: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Default for Gate {
+    fn default() -> Self {
+        Self {
+            open: Arc::new(tokio::sync::watch::channel(false).0),
+            reached: Arc::default(),
+        }
+    }
+}
+
+impl Gate {
+    /// A closed gate.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Opens the gate: every held request gets its answer.
+    pub fn open(&self) {
+        self.open.send_replace(true);
+    }
+
+    /// How many requests have reached the gate.
+    pub fn reached(&self) -> usize {
+        self.reached.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    async fn pass(&self) {
+        self.reached
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let mut rx = self.open.subscribe();
+        let _ = rx.wait_for(|open| *open).await;
+    }
 }
 
 /// One request as it arrived.
@@ -165,6 +208,10 @@ async fn handle(
         Reply::Status(c) => code(c).into_response(),
         Reply::RetryAfter(c, v) => (code(c), [("retry-after", v)]).into_response(),
         Reply::Body(c, b) => (code(c), b).into_response(),
+        Reply::Gated(gate, c) => {
+            gate.pass().await;
+            code(c).into_response()
+        }
         Reply::Hang => {
             // Held until the client gives up; then the count goes down.
             let _guard = HangGuard(inner.clone());

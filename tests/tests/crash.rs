@@ -2,79 +2,21 @@
 //! deliveries are pending and retrying, restarted over the same database,
 //! and every event that was answered 202 still arrives.
 
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::Duration;
 
+use hooklane_tests::child::{self, free_port, hooklane_binary, State};
 use hooklane_tests::{eventually, on_both_backends, test_env, Backend, Receiver, Reply, Server};
 use serde_json::json;
 
-/// Builds the `hooklane` binary and returns its path.
-fn hooklane_binary() -> PathBuf {
-    let out = Command::new(env!("CARGO"))
-        .args(["build", "-p", "hooklane", "--message-format=json"])
-        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
-        .stderr(Stdio::inherit())
-        .output()
-        .expect("cargo build runs");
-    assert!(out.status.success(), "building hooklane failed");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter_map(|v| v["executable"].as_str().map(PathBuf::from))
-        .find(|p| p.file_name().is_some_and(|n| n == "hooklane"))
-        .expect("the hooklane executable")
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
-
-/// Where the child keeps its state: a database file, or a resource prefix
-/// on the local AWS-compatible server (which outlives the child).
-enum State {
-    Db(PathBuf),
-    Aws(String),
-}
-
-fn spawn(bin: &PathBuf, port: u16, state: &State, log: &std::path::Path) -> Child {
-    let mut cmd = Command::new(bin);
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(log)
-        .expect("log file");
-    cmd.args(["serve", "--listen", &format!("127.0.0.1:{port}")])
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(log);
-    match state {
-        State::Db(db) => {
-            cmd.arg("--db").arg(db);
-        }
-        State::Aws(prefix) => {
-            cmd.args([
-                "--backend",
-                "aws",
-                "--create-resources",
-                "--resource-prefix",
-                prefix,
-            ]);
-            cmd.envs(hooklane_tests::aws::child_env());
-        }
-    }
+fn spawn(bin: &std::path::Path, port: u16, state: &State, log: &std::path::Path) -> Child {
     // A short attempt timeout: on the AWS backend, messages in flight at the
     // kill come back after the queue's visibility timeout (6 × this).
-    for (k, v) in test_env(&[
+    let env = test_env(&[
         ("HOOKLANE_RETRY_SCHEDULE", "0s,2s,2s,2s,2s"),
         ("HOOKLANE_ATTEMPT_TIMEOUT", "3s"),
-    ]) {
-        cmd.env(k, v);
-    }
-    cmd.spawn().expect("hooklane serve starts")
+    ]);
+    child::spawn(bin, port, state, log, &env)
 }
 
 /// A client for a `serve` running as a child process.
@@ -135,16 +77,7 @@ async fn every_accepted_event_arrives_after_a_sigkill_and_restart(backend: Backe
     let _ = child.kill();
     let _ = child.wait();
     if !ok {
-        let text = std::fs::read_to_string(&log).unwrap_or_default();
-        let tail: String = text
-            .lines()
-            .rev()
-            .take(40)
-            .collect::<Vec<_>>()
-            .into_iter()
-            .rev()
-            .collect::<Vec<_>>()
-            .join("\n");
+        let tail = child::tail(&log, 40);
         let seen = |name: &str| {
             rx.requests(name)
                 .iter()

@@ -122,6 +122,7 @@ async fn serve(listen: SocketAddr, store: Store) -> anyhow::Result<()> {
         println!("HOOKLANE_API_TOKEN is not set; this run's API token is:\n  {token}");
         config.api_token = Some(token);
     }
+    survive_file_size_limit();
     // Each hung receiver holds a socket: allow many at once.
     if let Err(e) = rlimit::increase_nofile_limit(65_536) {
         tracing::warn!(error = %e, "could not raise the open-file limit");
@@ -150,6 +151,29 @@ async fn serve(listen: SocketAddr, store: Store) -> anyhow::Result<()> {
                 shutdown_signal(),
             )
             .await
+        }
+    }
+}
+
+/// A write past the process's file-size limit (`ulimit -f`, or a
+/// filesystem that enforces one) raises SIGXFSZ, whose default action ends
+/// the process. With a handler installed, the write fails instead (EFBIG):
+/// the store answers 503 with `Retry-After`, the workers pause and try
+/// again, and everything goes on once the limit is raised, without a
+/// restart.
+fn survive_file_size_limit() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::from_raw(libc::SIGXFSZ)) {
+            Ok(mut stream) => {
+                tokio::spawn(async move {
+                    while stream.recv().await.is_some() {
+                        tracing::debug!("a write went past the file-size limit");
+                    }
+                });
+            }
+            Err(e) => tracing::warn!(error = %e, "could not handle SIGXFSZ"),
         }
     }
 }

@@ -163,6 +163,7 @@ pub async fn serve(
         .clone()
         .ok_or_else(|| anyhow::anyhow!("an API token is required"))?
         .into();
+    let timeouts = config.read_timeouts;
     let store = AwsStore::new(&sdk, settings);
     let engine = engine(config, &store, &sdk)?;
     engine.ensure_operator_subscription().await?;
@@ -172,8 +173,6 @@ pub async fn serve(
         auth: hooklane_core::api::Auth::Token(token),
     });
     info!(addr = %listener.local_addr()?, "hooklane serving (aws backend)");
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await?;
+    hooklane_core::api::serve::serve(listener, app, timeouts, shutdown).await?;
     Ok(())
 }

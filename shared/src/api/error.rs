@@ -9,6 +9,9 @@ use tracing::error;
 
 use crate::ports::StoreError;
 
+/// Seconds a caller is asked to wait (`Retry-After`) after a 503.
+pub const RETRY_AFTER: u64 = 5;
+
 /// An error answered to an API caller.
 #[derive(Debug)]
 pub struct ApiError {
@@ -17,6 +20,7 @@ pub struct ApiError {
     title: &'static str,
     detail: String,
     field: Option<String>,
+    retry_after: Option<u64>,
 }
 
 impl ApiError {
@@ -32,6 +36,7 @@ impl ApiError {
             title,
             detail: detail.into(),
             field: None,
+            retry_after: None,
         }
     }
 
@@ -104,6 +109,35 @@ impl ApiError {
         .field("body")
     }
 
+    /// 408: the request body did not arrive within `limit`.
+    pub fn request_timeout(limit: std::time::Duration) -> Self {
+        Self::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "request-timeout",
+            "Request timeout",
+            format!(
+                "the body did not arrive within {} s; send it again",
+                limit.as_secs_f64()
+            ),
+        )
+        .field("body")
+    }
+
+    /// 503: storage cannot take the request for now (a full disk, say);
+    /// nothing changed, and the same request can be sent again after
+    /// [`RETRY_AFTER`] seconds. The cause is logged, not answered.
+    pub fn unavailable(cause: impl std::fmt::Display) -> Self {
+        error!(error = %cause, "storage unavailable");
+        let mut e = Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unavailable",
+            "Service unavailable",
+            "storage cannot take this request now; nothing was changed, send it again later",
+        );
+        e.retry_after = Some(RETRY_AFTER);
+        e
+    }
+
     /// 500: something failed inside; the cause is logged, not answered.
     pub fn internal(cause: impl std::fmt::Display) -> Self {
         error!(error = %cause, "request failed");
@@ -125,6 +159,7 @@ impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         match e {
             StoreError::Conflict(detail) => Self::conflict(None, detail),
+            e @ StoreError::Unavailable(_) => Self::unavailable(e),
             other => Self::internal(other),
         }
     }
@@ -146,6 +181,10 @@ impl IntoResponse for ApiError {
             header::CONTENT_TYPE,
             header::HeaderValue::from_static("application/problem+json"),
         );
+        if let Some(secs) = self.retry_after {
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, header::HeaderValue::from(secs));
+        }
         if self.status == StatusCode::UNAUTHORIZED {
             resp.headers_mut().insert(
                 header::WWW_AUTHENTICATE,

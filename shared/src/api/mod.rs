@@ -7,6 +7,7 @@ mod dead_letters;
 pub mod error;
 mod events;
 pub mod input;
+pub mod serve;
 mod subscriptions;
 
 use std::sync::Arc;

@@ -243,14 +243,13 @@ pub async fn serve_with(
         Some(t) => t.as_str().into(),
         None => anyhow::bail!("an API token is required"),
     };
+    let timeouts = config.read_timeouts;
     let embedded = Embedded::start_with(config, db, outside).await?;
     let app = crate::api::router(crate::api::AppState {
         engine: embedded.engine.clone(),
         auth: crate::api::Auth::Token(token),
     });
     info!(addr = %listener.local_addr()?, "hooklane serving");
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await?;
+    crate::api::serve::serve(listener, app, timeouts, shutdown).await?;
     Ok(())
 }

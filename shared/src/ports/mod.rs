@@ -16,9 +16,14 @@ pub use store::*;
 /// without the detail, which goes to the log.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    /// The backend failed (I/O, corruption, a lost connection).
+    /// The backend failed (corruption, a lost connection, a bug).
     #[error("storage backend: {0}")]
     Backend(String),
+    /// The backend cannot take the operation for now (its disk is full, a
+    /// write failed, it is locked or throttling): nothing changed, and the
+    /// same call can succeed later. The API answers 503 with `Retry-After`.
+    #[error("storage unavailable: {0}")]
+    Unavailable(String),
     /// The write conflicts with existing state.
     #[error("conflict: {0}")]
     Conflict(String),

@@ -37,7 +37,7 @@ pub use deliveries::Lane;
 /// Most writes committed together in one transaction.
 const GROUP_LIMIT: usize = 512;
 
-type Reply = Box<dyn FnOnce(Option<&str>) + Send>;
+type Reply = Box<dyn FnOnce(Option<&rusqlite::Error>) + Send>;
 type Run = Box<dyn FnOnce(&Connection) -> (bool, Reply) + Send>;
 
 /// One write for the writer thread.
@@ -59,6 +59,27 @@ struct Inner {
 
 fn backend(e: impl std::fmt::Display) -> StoreError {
     StoreError::Backend(e.to_string())
+}
+
+/// Maps a SQLite error. A full disk (or a file at the process's size
+/// limit), a failed read or write, and a lock held past the busy timeout
+/// are `Unavailable`: the transaction was rolled back, nothing changed,
+/// and the same call can succeed once the cause is gone (the API answers
+/// 503 with `Retry-After`, the workers pause and try again). Anything else
+/// is `Backend`.
+pub(crate) fn store_error(e: &rusqlite::Error) -> StoreError {
+    use rusqlite::ErrorCode::{DatabaseBusy, DatabaseLocked, DiskFull, SystemIoFailure};
+    match e {
+        rusqlite::Error::SqliteFailure(f, _)
+            if matches!(
+                f.code,
+                DiskFull | SystemIoFailure | DatabaseBusy | DatabaseLocked
+            ) =>
+        {
+            StoreError::Unavailable(e.to_string())
+        }
+        _ => backend(e),
+    }
 }
 
 /// Opens a connection. The query planner stability guarantee is on: the
@@ -135,8 +156,8 @@ impl SqliteStore {
             let ok = result.is_ok();
             let reply: Reply = Box::new(move |commit_err| {
                 let answer = match commit_err {
-                    Some(e) => Err(StoreError::Backend(format!("commit: {e}"))),
-                    None => result.map_err(backend),
+                    Some(e) => Err(store_error(e)),
+                    None => result.map_err(|e| store_error(&e)),
                 };
                 let _ = tx.send(answer);
             });
@@ -148,8 +169,11 @@ impl SqliteStore {
             .map_err(|_| backend("writer lock poisoned"))?
             .send(Job { run, durable })
             .map_err(|_| backend("the writer thread has stopped"))?;
-        rx.await
-            .map_err(|_| backend("the writer dropped a write"))?
+        // The writer drops a job only when it could not start a
+        // transaction (or a savepoint) for it: nothing ran.
+        rx.await.map_err(|_| {
+            StoreError::Unavailable("the writer could not start a transaction".into())
+        })?
     }
 
     /// Runs `f` on this thread's read connection to the database. Reads
@@ -164,13 +188,13 @@ impl SqliteStore {
         READERS_BY_THREAD.with(|cell| {
             let mut map = cell.borrow_mut();
             if !map.contains_key(&self.inner.path) {
-                let conn = open_conn(&self.inner.path).map_err(backend)?;
+                let conn = open_conn(&self.inner.path).map_err(|e| store_error(&e))?;
                 map.insert(self.inner.path.clone(), conn);
             }
             let conn = map
                 .get(&self.inner.path)
                 .ok_or_else(|| backend("no read connection"))?;
-            f(conn).map_err(backend)
+            f(conn).map_err(|e| store_error(&e))
         })
     }
 }
@@ -206,14 +230,17 @@ fn writer_loop(conn: Connection, rx: mpsc::Receiver<Job>) {
         let commit_err = match cached(&conn, "COMMIT") {
             Ok(()) => None,
             Err(e) => {
+                // A full disk or a failed write: SQLite may have rolled
+                // back already; make sure, so the next group starts clean.
+                tracing::error!(error = %e, "a commit failed; its writes were rolled back");
                 if let Err(rollback) = cached(&conn, "ROLLBACK") {
-                    tracing::error!(error = %rollback, "rolling back a failed commit failed");
+                    tracing::debug!(error = %rollback, "nothing left to roll back");
                 }
-                Some(e.to_string())
+                Some(e)
             }
         };
         for reply in replies {
-            reply(commit_err.as_deref());
+            reply(commit_err.as_ref());
         }
     }
 }

@@ -41,6 +41,9 @@ use crate::{number_attr, string_attr};
 
 /// How often a batch send retries the entries SQS refused.
 const BATCH_RETRIES: usize = 3;
+/// Tries of the write that starts an attempt, each with the SDK's own
+/// retries, before the delivery step fails (its message then comes back).
+const BEGIN_TRIES: u32 = 4;
 
 pub(crate) fn record_pk(sub: &SubscriptionId) -> String {
     format!("D#{}", sub.as_str())
@@ -166,6 +169,52 @@ impl AwsStore {
         item.as_ref().map(record_of).transpose()
     }
 
+    /// One try of the conditional write that starts attempt
+    /// `d.attempts + 1`: it holds for a new record at attempt zero, for a
+    /// pending record still at `d.attempts`, or for this very write (its
+    /// `token`) already applied.
+    async fn try_begin(
+        &self,
+        d: &Delivery,
+        now: OffsetDateTime,
+        lease_until: OffsetDateTime,
+        token: &str,
+    ) -> StoreResult<bool> {
+        let res = self
+            .ddb
+            .update_item()
+            .table_name(&self.settings.table)
+            .key("pk", string_attr(record_pk(&d.subscription_id)))
+            .key("sk", string_attr(record_sk(&d.event_id)))
+            .update_expression(
+                "SET attempts = :next, tenant = :t, subscription_id = :s, \
+                 event_id = :e, event_type = :ty, #state = :pending, attempt_token = :token, \
+                 first_attempt_at = if_not_exists(first_attempt_at, :now), last_attempt_at = :now, \
+                 next_attempt_at = :lease, gsi1pk = :g1, gsi1sk = :s, expires_at = :exp",
+            )
+            .condition_expression(
+                "(attribute_not_exists(pk) AND :n = :zero) OR (#state = :pending AND attempts = :n) \
+                 OR attempt_token = :token",
+            )
+            .expression_attribute_names("#state", "state")
+            .expression_attribute_values(":zero", number_attr(0))
+            .expression_attribute_values(":n", number_attr(d.attempts))
+            .expression_attribute_values(":next", number_attr(d.attempts + 1))
+            .expression_attribute_values(":token", string_attr(token))
+            .expression_attribute_values(":t", string_attr(d.tenant.as_str()))
+            .expression_attribute_values(":s", string_attr(d.subscription_id.as_str()))
+            .expression_attribute_values(":e", string_attr(d.event_id.as_str()))
+            .expression_attribute_values(":ty", string_attr(d.event_type.as_str()))
+            .expression_attribute_values(":pending", string_attr("pending"))
+            .expression_attribute_values(":now", number_attr(ms(now)))
+            .expression_attribute_values(":lease", number_attr(ms(lease_until)))
+            .expression_attribute_values(":g1", string_attr(by_event_pk(&d.tenant, &d.event_id)))
+            .expression_attribute_values(":exp", number_attr(now.unix_timestamp() + RETENTION_SECS))
+            .send()
+            .await;
+        took_effect(res)
+    }
+
     /// The outcome's one conditional update of the delivery record (on
     /// condition it is still pending); `false` when it was not.
     async fn write_outcome(&self, d: &Delivery, finish: &Finish) -> StoreResult<bool> {
@@ -252,35 +301,23 @@ impl LaneQueue for AwsStore {
         now: OffsetDateTime,
         lease_until: OffsetDateTime,
     ) -> StoreResult<bool> {
-        let res = self
-            .ddb
-            .update_item()
-            .table_name(&self.settings.table)
-            .key("pk", string_attr(record_pk(&d.subscription_id)))
-            .key("sk", string_attr(record_sk(&d.event_id)))
-            .update_expression(
-                "SET attempts = if_not_exists(attempts, :zero) + :one, tenant = :t, subscription_id = :s, \
-                 event_id = :e, event_type = :ty, #state = :pending, \
-                 first_attempt_at = if_not_exists(first_attempt_at, :now), last_attempt_at = :now, \
-                 next_attempt_at = :lease, gsi1pk = :g1, gsi1sk = :s, expires_at = :exp",
-            )
-            .condition_expression("(attribute_not_exists(pk) AND :n = :zero) OR (#state = :pending AND attempts = :n)")
-            .expression_attribute_names("#state", "state")
-            .expression_attribute_values(":zero", number_attr(0))
-            .expression_attribute_values(":one", number_attr(1))
-            .expression_attribute_values(":n", number_attr(d.attempts))
-            .expression_attribute_values(":t", string_attr(d.tenant.as_str()))
-            .expression_attribute_values(":s", string_attr(d.subscription_id.as_str()))
-            .expression_attribute_values(":e", string_attr(d.event_id.as_str()))
-            .expression_attribute_values(":ty", string_attr(d.event_type.as_str()))
-            .expression_attribute_values(":pending", string_attr("pending"))
-            .expression_attribute_values(":now", number_attr(ms(now)))
-            .expression_attribute_values(":lease", number_attr(ms(lease_until)))
-            .expression_attribute_values(":g1", string_attr(by_event_pk(&d.tenant, &d.event_id)))
-            .expression_attribute_values(":exp", number_attr(now.unix_timestamp() + RETENTION_SECS))
-            .send()
-            .await;
-        took_effect(res)
+        // The attempt number comes from this write, so it must not be
+        // taken without being used: a write whose answer was lost is sent
+        // again with the same token until it has an answer (idempotent, see
+        // `write_token`), rather than leaving attempt n + 1 recorded and
+        // never sent, and the next one numbered n + 2.
+        let token = super::write_token();
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            match self.try_begin(d, now, lease_until, &token).await {
+                Err(e) if tries < BEGIN_TRIES => {
+                    tracing::warn!(error = %e, tries, "recording an attempt's start failed; trying again");
+                    tokio::time::sleep(std::time::Duration::from_millis(100 << tries)).await;
+                }
+                answered => return answered,
+            }
+        }
     }
 
     async fn requeue(

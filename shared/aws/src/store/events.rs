@@ -77,6 +77,9 @@ impl AwsStore {
 impl EventArchive for AwsStore {
     async fn accept(&self, event: Event) -> StoreResult<Accepted> {
         let payload = String::from_utf8(event.payload.to_vec()).map_err(|_| corrupt("payload"))?;
+        // Idempotent (see `write_token`): a put whose answer was lost and
+        // that the SDK sends again is this accept, not a duplicate publish.
+        let token = super::write_token();
         let put = self
             .ddb
             .put_item()
@@ -92,7 +95,9 @@ impl EventArchive for AwsStore {
                 "expires_at",
                 number_attr(event.created_at.unix_timestamp() + RETENTION_SECS),
             )
-            .condition_expression("attribute_not_exists(pk)")
+            .item("accept_token", string_attr(&token))
+            .condition_expression("attribute_not_exists(pk) OR accept_token = :token")
+            .expression_attribute_values(":token", string_attr(token))
             .send()
             .await;
         match put {

@@ -161,6 +161,16 @@ where
     }
 }
 
+/// A token that makes a conditional write idempotent. The write stores it,
+/// and its condition also holds when the item already carries it. The SDK
+/// sends a call again when its answer was lost (a connection reset after
+/// the write landed, say), with the same token: the retry then finds its
+/// own write and succeeds, where it would otherwise fail its condition and
+/// report the write as refused.
+pub(crate) fn write_token() -> String {
+    ulid::Ulid::generate().to_string()
+}
+
 /// A zero-padded number, so string sort keys sort numerically.
 pub(crate) fn padded(n: i64) -> String {
     format!("{n:020}")

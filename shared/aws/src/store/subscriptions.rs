@@ -215,11 +215,17 @@ impl AwsStore {
 #[async_trait]
 impl SubscriptionStore for AwsStore {
     async fn insert(&self, sub: &Subscription) -> StoreResult<()> {
+        // Idempotent (see `write_token`): a retried put of this insert
+        // whose answer was lost succeeds rather than failing the create.
+        let token = super::write_token();
+        let mut item = to_item(sub)?;
+        item.insert("insert_token".into(), string_attr(&token));
         self.ddb
             .put_item()
             .table_name(&self.settings.table)
-            .set_item(Some(to_item(sub)?))
-            .condition_expression("attribute_not_exists(pk)")
+            .set_item(Some(item))
+            .condition_expression("attribute_not_exists(pk) OR insert_token = :token")
+            .expression_attribute_values(":token", string_attr(token))
             .send()
             .await
             .map_err(backend)?;
@@ -273,15 +279,21 @@ impl SubscriptionStore for AwsStore {
 
     async fn delete(&self, tenant: &TenantId, id: &SubscriptionId) -> StoreResult<Option<u64>> {
         let now = ms(time::OffsetDateTime::now_utc());
+        // Idempotent (see `write_token`): a retried tombstone write whose
+        // answer was lost is this DELETE (204), not a second one (404).
+        let token = super::write_token();
         let res = self
             .ddb
             .update_item()
             .table_name(&self.settings.table)
             .key("pk", string_attr(tenant_pk(tenant)))
             .key("sk", string_attr(sub_sk(id)))
-            .update_expression("SET deleted_at = :now, updated_at = :now")
-            .condition_expression("attribute_exists(pk) AND attribute_not_exists(deleted_at)")
+            .update_expression("SET deleted_at = :now, updated_at = :now, delete_token = :token")
+            .condition_expression(
+                "attribute_exists(pk) AND (attribute_not_exists(deleted_at) OR delete_token = :token)",
+            )
             .expression_attribute_values(":now", number_attr(now))
+            .expression_attribute_values(":token", string_attr(token))
             .send()
             .await;
         match res {

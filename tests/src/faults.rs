@@ -1,0 +1,319 @@
+//! A fault-injecting proxy for the AWS tests. It listens on 127.0.0.1 and
+//! forwards the SDK clients' calls to the local AWS-compatible server, and
+//! answers a share of them (`set_rate`, in calls per thousand) with a fault
+//! a real service or network produces:
+//! - throttling: 400 with the service's own JSON-protocol error
+//!   (`ProvisionedThroughputExceededException` or `ThrottlingException`
+//!   from DynamoDB, `RequestThrottled` or `ThrottlingException` from SQS);
+//! - 500 `InternalFailure` and 503 `ServiceUnavailable`;
+//! - a reset connection before the call is forwarded (nothing happened);
+//! - a reset connection after it was forwarded and answered (the
+//!   operation happened, and the caller sees it fail).
+//!
+//! Which call gets a fault is drawn from a seeded sequence; the seed is
+//! printed so a failing run can be told apart from the next.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+use tokio::sync::Notify;
+
+/// One kind of injected fault.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Fault {
+    /// 400 with the service's throttling error.
+    Throttle,
+    /// 500 `InternalFailure`.
+    Internal,
+    /// 503 `ServiceUnavailable`.
+    Unavailable,
+    /// The connection is reset before the call is forwarded.
+    ResetBefore,
+    /// The call is forwarded and answered, then the connection is reset.
+    ResetAfter,
+}
+
+/// The mix of faults, by weight. A reset after forwarding is the most
+/// searching (a write that happened looks failed, and the SDK sends it
+/// again), so it is drawn most often.
+const KINDS: [Fault; 10] = [
+    Fault::Throttle,
+    Fault::Throttle,
+    Fault::Internal,
+    Fault::Unavailable,
+    Fault::ResetBefore,
+    Fault::ResetBefore,
+    Fault::ResetAfter,
+    Fault::ResetAfter,
+    Fault::ResetAfter,
+    Fault::ResetAfter,
+];
+
+struct State {
+    upstream: String,
+    client: reqwest::Client,
+    per_mille: AtomicU32,
+    seed: u64,
+    draws: AtomicU64,
+    calls: Mutex<HashMap<String, u64>>,
+    injected: Mutex<HashMap<(String, Fault), u64>>,
+}
+
+impl State {
+    /// The next pseudo-random number (splitmix64 over a counter).
+    fn draw(&self) -> u64 {
+        let mut z = self.seed.wrapping_add(
+            self.draws
+                .fetch_add(1, Ordering::Relaxed)
+                .wrapping_mul(0x9E37_79B9_7F4A_7C15),
+        );
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn pick(&self, op: &str) -> Option<Fault> {
+        if let Ok(mut calls) = self.calls.lock() {
+            *calls.entry(op.to_owned()).or_default() += 1;
+        }
+        let rate = u64::from(self.per_mille.load(Ordering::Relaxed));
+        let roll = self.draw();
+        (roll % 1000 < rate).then(|| KINDS[((roll / 1000) % KINDS.len() as u64) as usize])
+    }
+}
+
+/// The running proxy.
+#[derive(Clone)]
+pub struct FaultProxy {
+    /// `http://127.0.0.1:PORT`: the endpoint to give the SDK clients.
+    pub endpoint: String,
+    state: Arc<State>,
+}
+
+impl FaultProxy {
+    /// Starts a proxy to `upstream` (an `http://` endpoint) with no faults.
+    pub async fn start(upstream: &str) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let endpoint = format!("http://{}", listener.local_addr().expect("addr"));
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(7);
+        eprintln!("fault proxy {endpoint} -> {upstream}, seed {seed}");
+        let state = Arc::new(State {
+            upstream: upstream.trim_end_matches('/').to_owned(),
+            client: reqwest::Client::builder()
+                .no_proxy()
+                .build()
+                .expect("client"),
+            per_mille: AtomicU32::new(0),
+            seed,
+            draws: AtomicU64::new(0),
+            calls: Mutex::new(HashMap::new()),
+            injected: Mutex::new(HashMap::new()),
+        });
+        tokio::spawn(accept(listener, state.clone()));
+        Self { endpoint, state }
+    }
+
+    /// Sets the share of calls that get a fault, per thousand.
+    pub fn set_rate(&self, per_mille: u32) {
+        self.state.per_mille.store(per_mille, Ordering::Relaxed);
+    }
+
+    /// Calls seen so far whose operation name starts with `prefix`
+    /// (`DynamoDB`, `AmazonSQS`, or "" for all).
+    pub fn calls(&self, prefix: &str) -> u64 {
+        self.state
+            .calls
+            .lock()
+            .map(|m| {
+                m.iter()
+                    .filter(|(op, _)| op.starts_with(prefix))
+                    .map(|(_, n)| n)
+                    .sum()
+            })
+            .unwrap_or(0)
+    }
+
+    /// Faults injected so far, by (operation, kind).
+    pub fn injected(&self) -> HashMap<(String, Fault), u64> {
+        self.state
+            .injected
+            .lock()
+            .map(|m| m.clone())
+            .unwrap_or_default()
+    }
+
+    /// Faults injected so far into calls whose operation name starts with
+    /// `prefix` (`DynamoDB` or `AmazonSQS`).
+    pub fn injected_into(&self, prefix: &str) -> u64 {
+        self.injected()
+            .iter()
+            .filter(|((op, _), _)| op.starts_with(prefix))
+            .map(|(_, n)| n)
+            .sum()
+    }
+}
+
+async fn accept(listener: tokio::net::TcpListener, state: Arc<State>) {
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            continue;
+        };
+        // Dropping the connection then resets it (RST) rather than closing
+        // it in order: what a crashed or overloaded front end does.
+        let _ = stream.set_zero_linger();
+        let _ = stream.set_nodelay(true);
+        let state = state.clone();
+        tokio::spawn(async move {
+            let kill = Arc::new(Notify::new());
+            let k = kill.clone();
+            let service = hyper::service::service_fn(move |req| {
+                let (state, kill) = (state.clone(), k.clone());
+                async move { Ok::<_, Infallible>(handle(&state, &kill, req).await) }
+            });
+            let conn = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service);
+            tokio::select! {
+                _ = conn => {}
+                _ = kill.notified() => {}
+            }
+        });
+    }
+}
+
+/// The operation (`DynamoDB_20120810.PutItem`, `AmazonSQS.SendMessage`).
+fn operation(req: &Request<Incoming>) -> String {
+    req.headers()
+        .get("x-amz-target")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("unknown")
+        .to_owned()
+}
+
+async fn handle(state: &State, kill: &Notify, req: Request<Incoming>) -> Response<Full<Bytes>> {
+    let op = operation(&req);
+    let fault = state.pick(&op);
+    if let Some(f) = fault {
+        if let Ok(mut m) = state.injected.lock() {
+            *m.entry((op.clone(), f)).or_default() += 1;
+        }
+    }
+    match fault {
+        Some(Fault::Throttle) => return error(&op, 400, state.draw()),
+        Some(Fault::Internal) => return error(&op, 500, 0),
+        Some(Fault::Unavailable) => return error(&op, 503, 0),
+        Some(Fault::ResetBefore) => return reset(kill).await,
+        _ => {}
+    }
+    match forward(state, req).await {
+        Ok(answer) if fault != Some(Fault::ResetAfter) => answer,
+        Ok(_) => reset(kill).await,
+        Err(why) => {
+            // The upstream failed (not an injected fault): the caller sees
+            // what the network did, a connection that ends without answer.
+            eprintln!("fault proxy: forwarding {op} failed: {why}");
+            reset(kill).await
+        }
+    }
+}
+
+/// Resets the connection: the caller never gets an answer.
+async fn reset(kill: &Notify) -> Response<Full<Bytes>> {
+    kill.notify_one();
+    std::future::pending().await
+}
+
+/// The JSON-protocol error the service itself would send.
+fn error(op: &str, status: u16, roll: u64) -> Response<Full<Bytes>> {
+    let dynamodb = op.starts_with("DynamoDB");
+    let code = match (status, dynamodb, roll % 2) {
+        (400, true, 0) => "ProvisionedThroughputExceededException",
+        (400, false, 0) => "RequestThrottled",
+        (400, _, _) => "ThrottlingException",
+        (500, true, _) => "InternalServerError",
+        (500, false, _) => "InternalFailure",
+        _ => "ServiceUnavailable",
+    };
+    let namespace = if dynamodb {
+        "com.amazonaws.dynamodb.v20120810"
+    } else {
+        "com.amazonaws.sqs"
+    };
+    let body = format!(
+        r#"{{"__type":"{namespace}#{code}","message":"injected by the test's fault proxy"}}"#
+    );
+    let fault_side = if status == 400 { "Sender" } else { "Receiver" };
+    let mut resp = Response::builder()
+        .status(status)
+        .header("content-type", "application/x-amz-json-1.0")
+        .header("x-amzn-requestid", "fault-proxy");
+    if !dynamodb {
+        // SQS's JSON protocol also names the error the query way.
+        resp = resp.header("x-amzn-query-error", format!("{code};{fault_side}"));
+    }
+    resp.body(Full::new(Bytes::from(body)))
+        .expect("a valid response")
+}
+
+/// Forwards the call unchanged and relays the whole answer.
+async fn forward(state: &State, req: Request<Incoming>) -> Result<Response<Full<Bytes>>, String> {
+    let (parts, body) = req.into_parts();
+    let body = body
+        .collect()
+        .await
+        .map_err(|e| format!("reading the request: {e}"))?
+        .to_bytes();
+    let path = parts
+        .uri
+        .path_and_query()
+        .map(|p| p.as_str())
+        .unwrap_or("/");
+    let mut out = state
+        .client
+        .request(parts.method.clone(), format!("{}{path}", state.upstream));
+    for (name, value) in &parts.headers {
+        if !hop_by_hop(name.as_str()) {
+            out = out.header(name, value);
+        }
+    }
+    let resp = out
+        .body(body)
+        .send()
+        .await
+        .map_err(|e| format!("sending: {e}"))?;
+    let status = resp.status();
+    let headers = resp.headers().clone();
+    let bytes = resp
+        .bytes()
+        .await
+        .map_err(|e| format!("reading the answer: {e}"))?;
+    let mut relay = Response::builder().status(status);
+    for (name, value) in &headers {
+        if !hop_by_hop(name.as_str()) {
+            relay = relay.header(name, value);
+        }
+    }
+    relay
+        .body(Full::new(bytes))
+        .map_err(|e| format!("relaying the answer: {e}"))
+}
+
+fn hop_by_hop(name: &str) -> bool {
+    matches!(
+        name,
+        "host" | "connection" | "keep-alive" | "transfer-encoding" | "content-length" | "upgrade"
+    )
+}

@@ -1,0 +1,183 @@
+//! Disk full (embedded, G1): `hooklane serve` runs as a child process, and
+//! its file-size limit (`RLIMIT_FSIZE`, what `ulimit -f` sets) is lowered
+//! to just above its files' sizes, so the database soon cannot grow: to
+//! SQLite this is a full disk. Publishing then answers 503
+//! `application/problem+json` with `Retry-After`, the process keeps
+//! running, nothing answered 202 is lost, and once the limit is raised
+//! again the same process accepts and delivers as before.
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use hooklane_tests::child::{self, free_port, hooklane_binary, State};
+use hooklane_tests::{eventually, test_env, Receiver, Server};
+use serde_json::json;
+
+/// Most publishes tried before the limit must have been reached.
+const MAX_PUBLISHES: usize = 3000;
+/// Each event's data: with the WAL's page per write, the files grow fast.
+const DATA_BYTES: usize = 2048;
+
+/// The largest of the files the database uses.
+fn largest_file(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .expect("the database directory")
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("full.db"))
+        .filter_map(|e| e.metadata().ok())
+        .map(|m| m.len())
+        .max()
+        .unwrap_or(0)
+}
+
+fn set_file_size_limit(pid: u32, limit: u64) {
+    let (mut soft, mut hard) = (0, 0);
+    rlimit::prlimit(
+        pid as i32,
+        rlimit::Resource::FSIZE,
+        None,
+        Some((&mut soft, &mut hard)),
+    )
+    .expect("reading the child's file-size limit");
+    // The soft limit only: an unprivileged process may raise it again up
+    // to the hard one.
+    rlimit::prlimit(
+        pid as i32,
+        rlimit::Resource::FSIZE,
+        Some((limit, hard)),
+        None,
+    )
+    .expect("setting the child's file-size limit");
+}
+
+/// One publish: status, `Content-Type`, `Retry-After`.
+async fn publish(server: &Server, id: &str) -> (u16, String, Option<String>) {
+    let resp = server
+        .http
+        .post(format!("{}/v1/tenants/acme/events", server.base))
+        .bearer_auth(hooklane_tests::TOKEN)
+        .json(&json!({"id": id, "type": "disk.full", "data": {"pad": "x".repeat(DATA_BYTES)}}))
+        .timeout(Duration::from_secs(30))
+        .send()
+        .await
+        .expect("the server answers");
+    let header = |name: &str| {
+        resp.headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    (
+        resp.status().as_u16(),
+        header("content-type").unwrap_or_default(),
+        header("retry-after"),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_disk_answers_503_with_retry_after_loses_nothing_and_recovers_without_a_restart() {
+    let bin = hooklane_binary();
+    let dir = tempfile::tempdir().unwrap();
+    let state = State::Db(dir.path().join("full.db"));
+    // The log lives elsewhere: the limit applies to every file the process
+    // writes, and the test reads the log when it fails.
+    let logs = tempfile::tempdir().unwrap();
+    let (port, log) = (free_port(), logs.path().join("serve.log"));
+    let mut serve = child::spawn(&bin, port, &state, &log, &test_env(&[]));
+    let server = Server::connect(&format!("http://127.0.0.1:{port}")).await;
+    let rx = Receiver::start().await;
+    server.subscribe("acme", &rx.url("sink"), &["*"]).await;
+
+    let run = hooklane_tests::aws::unique_prefix();
+    let mut accepted: HashSet<String> = HashSet::new();
+    let mut refused = None;
+    let mut n = 0;
+    for _ in 0..20 {
+        let id = format!("{run}-{n}");
+        n += 1;
+        assert_eq!(publish(&server, &id).await.0, 202);
+        accepted.insert(id);
+    }
+    assert!(eventually(Duration::from_secs(30), || rx.count("sink") >= 20).await);
+
+    set_file_size_limit(serve.id(), largest_file(dir.path()) + 64 * 1024);
+    while n < MAX_PUBLISHES {
+        let id = format!("{run}-{n}");
+        n += 1;
+        let answer = publish(&server, &id).await;
+        match answer.0 {
+            202 => {
+                accepted.insert(id);
+            }
+            _ => {
+                refused = Some((id, answer));
+                break;
+            }
+        }
+    }
+    let Some((refused_id, (status, content_type, retry_after))) = refused else {
+        panic!("{MAX_PUBLISHES} publishes never filled the disk");
+    };
+    assert_eq!(
+        status,
+        503,
+        "a full disk answers 503; log:\n{}",
+        child::tail(&log, 30)
+    );
+    assert_eq!(content_type, "application/problem+json");
+    assert!(
+        retry_after
+            .as_deref()
+            .and_then(|v| v.parse::<u64>().ok())
+            .is_some(),
+        "a 503 says when to retry: {retry_after:?}"
+    );
+    // Still full a moment later: the process is alive and still refuses.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(publish(&server, &refused_id).await.0, 503);
+    assert!(
+        serve.try_wait().expect("the child's state").is_none(),
+        "serve survived the full disk"
+    );
+
+    set_file_size_limit(serve.id(), rlimit::INFINITY);
+    // The publisher sends the refused event again, as Retry-After says.
+    let again = Instant::now() + Duration::from_secs(30);
+    let mut status = 0;
+    while status != 202 && Instant::now() < again {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        status = publish(&server, &refused_id).await.0;
+    }
+    assert_eq!(
+        status, 202,
+        "the refused event is accepted once space is back"
+    );
+    accepted.insert(refused_id);
+    for _ in 0..20 {
+        let id = format!("{run}-{n}");
+        n += 1;
+        assert_eq!(publish(&server, &id).await.0, 202);
+        accepted.insert(id);
+    }
+    let arrived = eventually(Duration::from_secs(60), || {
+        let seen: HashSet<String> = rx
+            .requests("sink")
+            .iter()
+            .map(|r| r.header("webhook-id"))
+            .collect();
+        accepted.iter().all(|id| seen.contains(id))
+    })
+    .await;
+    let still_running = serve.try_wait().expect("the child's state").is_none();
+    let _ = serve.kill();
+    let _ = serve.wait();
+    assert!(still_running, "the same process went on (no restart)");
+    assert!(
+        arrived,
+        "every event answered 202 arrived ({} of {}); log:\n{}",
+        rx.count("sink"),
+        accepted.len(),
+        child::tail(&log, 30)
+    );
+}
