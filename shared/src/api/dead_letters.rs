@@ -8,11 +8,18 @@ use axum::http::StatusCode;
 use axum::Json;
 use serde_json::{json, Value};
 
+use super::body::{self, Fields};
 use super::error::ApiError;
 use super::input::{self, page, rfc3339, seq_cursor};
 use super::subscriptions::next_cursor;
 use super::AppState;
 use crate::domain::{EventId, SubscriptionId};
+
+/// The members of a replay request.
+pub(super) const REPLAY: Fields = Fields {
+    allowed: &["subscription_id", "event_ids"],
+    required: &[],
+};
 
 /// Most event ids one replay request may name.
 const MAX_REPLAY_IDS: usize = 1000;
@@ -63,7 +70,8 @@ pub(super) async fn replay(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let tenant = input::tenant(&tenant)?;
-    let body = input::object(body, &["subscription_id", "event_ids"], &[])?;
+    let bytes = body::bytes(body)?;
+    let body = body::object(&bytes, &REPLAY)?;
     let ports = &state.engine.ports;
     let sub = match body.string("subscription_id")? {
         None => None,

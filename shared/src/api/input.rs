@@ -1,128 +1,14 @@
-//! Request parsing at the edge: JSON bodies (malformed, unknown, missing
-//! and mistyped fields each named), path segments, `limit` and `cursor`.
-//! Everything here answers 4xx before any state is touched.
+//! Request parsing at the edge: path segments, `limit` and `cursor` (JSON
+//! bodies are `body`'s). Everything here answers 4xx before any state is
+//! touched.
 
 use std::collections::HashMap;
 
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
-use serde_json::{Map, Value};
 
 use super::error::ApiError;
 use crate::domain::{SubscriptionId, TenantId};
-
-/// The largest request body accepted (256 KiB).
-pub const MAX_BODY: usize = 256 * 1024;
-
-/// A JSON object body whose keys were checked.
-pub struct Body(pub Map<String, Value>);
-
-/// Parses a body as a JSON object with only `allowed` keys and every
-/// `required` one present.
-pub fn object(
-    body: Result<Bytes, BytesRejection>,
-    allowed: &[&str],
-    required: &[&str],
-) -> Result<Body, ApiError> {
-    let bytes = body.map_err(|rej| {
-        if rej.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::too_large(MAX_BODY)
-        } else {
-            ApiError::bad_request("body", "the body could not be read")
-        }
-    })?;
-    if bytes.len() > MAX_BODY {
-        return Err(ApiError::too_large(MAX_BODY));
-    }
-    let value: Value = serde_json::from_slice(&bytes)
-        .map_err(|e| ApiError::bad_request("body", format!("malformed JSON: {e}")))?;
-    let Value::Object(map) = value else {
-        return Err(ApiError::bad_request(
-            "body",
-            "the body must be a JSON object",
-        ));
-    };
-    if let Some(unknown) = map.keys().find(|k| !allowed.contains(&k.as_str())) {
-        return Err(ApiError::bad_request(
-            unknown.clone(),
-            format!("unknown field `{unknown}`; allowed: {}", allowed.join(", ")),
-        ));
-    }
-    if let Some(missing) = required.iter().find(|k| !map.contains_key(**k)) {
-        return Err(ApiError::bad_request(
-            *missing,
-            format!("`{missing}` is required"),
-        ));
-    }
-    Ok(Body(map))
-}
-
-impl Body {
-    /// Whether the key is present.
-    pub fn has(&self, key: &str) -> bool {
-        self.0.contains_key(key)
-    }
-
-    /// A string field (absent or null is `None`).
-    pub fn string(&self, key: &str) -> Result<Option<String>, ApiError> {
-        match self.0.get(key) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::String(s)) => Ok(Some(s.clone())),
-            Some(_) => Err(ApiError::bad_request(
-                key,
-                format!("`{key}` must be a string"),
-            )),
-        }
-    }
-
-    /// A required string field.
-    pub fn required_string(&self, key: &str) -> Result<String, ApiError> {
-        self.string(key)?
-            .ok_or_else(|| ApiError::bad_request(key, format!("`{key}` is required")))
-    }
-
-    /// An array of strings (absent or null is `None`).
-    pub fn strings(&self, key: &str) -> Result<Option<Vec<String>>, ApiError> {
-        let bad = || ApiError::bad_request(key, format!("`{key}` must be an array of strings"));
-        match self.0.get(key) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::Array(items)) => items
-                .iter()
-                .map(|v| v.as_str().map(str::to_owned).ok_or_else(bad))
-                .collect::<Result<Vec<_>, _>>()
-                .map(Some),
-            Some(_) => Err(bad()),
-        }
-    }
-
-    /// An object of string values (absent or null is `None`).
-    pub fn string_map(
-        &self,
-        key: &str,
-    ) -> Result<Option<std::collections::BTreeMap<String, String>>, ApiError> {
-        let bad = || ApiError::bad_request(key, format!("`{key}` must be an object of strings"));
-        match self.0.get(key) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::Object(m)) => m
-                .iter()
-                .map(|(k, v)| {
-                    v.as_str()
-                        .map(|s| (k.clone(), s.to_owned()))
-                        .ok_or_else(bad)
-                })
-                .collect::<Result<_, _>>()
-                .map(Some),
-            Some(_) => Err(bad()),
-        }
-    }
-
-    /// Any JSON value.
-    pub fn value(&self, key: &str) -> Option<&Value> {
-        self.0.get(key)
-    }
-}
 
 /// Parses the `{tenant}` path segment.
 pub fn tenant(raw: &str) -> Result<TenantId, ApiError> {

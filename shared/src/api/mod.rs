@@ -3,6 +3,7 @@
 //! Every route is scoped to the `{tenant}` in its path (G10): another
 //! tenant's resources answer 404.
 
+pub mod body;
 mod dead_letters;
 pub mod error;
 mod events;
@@ -102,7 +103,7 @@ pub fn router(state: AppState) -> Router {
         .fallback(|| async { ApiError::not_found("route") })
         // Bodies are read whole only up to the limit; larger ones get 413
         // from the handler's own parse.
-        .layer(DefaultBodyLimit::max(input::MAX_BODY))
+        .layer(DefaultBodyLimit::max(body::MAX_BODY))
         .with_state(state)
 }
 

@@ -13,8 +13,9 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
 
+use super::body::{self, Body, Fields};
 use super::error::ApiError;
-use super::input::{self, encode_cursor, page, rfc3339, seq_cursor, Body};
+use super::input::{self, encode_cursor, page, rfc3339, seq_cursor};
 use super::AppState;
 use crate::domain::{
     parse_filters, Health, PreviousSecret, Subscription, SubscriptionId, SubscriptionStatus,
@@ -24,6 +25,18 @@ use crate::egress::check_url_resolved;
 use crate::engine::EnableError;
 use crate::health::Breaker;
 use crate::signing::Secret;
+
+/// The members of a create request.
+pub(super) const CREATE: Fields = Fields {
+    allowed: &["url", "event_types", "description", "metadata", "secret"],
+    required: &["url", "event_types"],
+};
+
+/// The members of an update request (at least one).
+pub(super) const UPDATE: Fields = Fields {
+    allowed: &["url", "event_types", "description", "metadata"],
+    required: &[],
+};
 
 /// How long a rotated-out secret keeps signing.
 const ROTATION_OVERLAP: time::Duration = time::Duration::hours(24);
@@ -71,7 +84,7 @@ fn health_view(h: &Health, breaker: Breaker) -> Value {
 }
 
 /// The body's `url`, checked by the egress guard (resolving its host).
-async fn checked_url(state: &AppState, body: &Body) -> Result<url::Url, ApiError> {
+async fn checked_url(state: &AppState, body: &Body<'_>) -> Result<url::Url, ApiError> {
     let raw = body.required_string("url")?;
     check_url_resolved(&raw, state.engine.config.egress)
         .await
@@ -79,7 +92,7 @@ async fn checked_url(state: &AppState, body: &Body) -> Result<url::Url, ApiError
 }
 
 /// Applies the editable fields other than `url` present in `body`.
-fn apply_fields(body: &Body, sub: &mut Subscription) -> Result<(), ApiError> {
+fn apply_fields(body: &Body<'_>, sub: &mut Subscription) -> Result<(), ApiError> {
     if body.has("event_types") {
         let raw = body.strings("event_types")?.ok_or_else(|| {
             ApiError::bad_request("event_types", "`event_types` must be an array")
@@ -123,11 +136,8 @@ pub(super) async fn create(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let tenant = input::tenant(&tenant)?;
-    let body = input::object(
-        body,
-        &["url", "event_types", "description", "metadata", "secret"],
-        &["url", "event_types"],
-    )?;
+    let bytes = body::bytes(body)?;
+    let body = body::object(&bytes, &CREATE)?;
     let secret = match body.string("secret")? {
         Some(s) => Secret::parse(&s).map_err(|e| ApiError::invalid("secret", e.0))?,
         None => Secret::generate(),
@@ -208,12 +218,9 @@ pub(super) async fn update(
     Path((tenant, id)): Path<(String, String)>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, ApiError> {
-    let body = input::object(
-        body,
-        &["url", "event_types", "description", "metadata"],
-        &[],
-    )?;
-    if body.0.is_empty() {
+    let bytes = body::bytes(body)?;
+    let body = body::object(&bytes, &UPDATE)?;
+    if body.is_empty() {
         return Err(ApiError::bad_request(
             "body",
             "give at least one of url, event_types, description, metadata",
