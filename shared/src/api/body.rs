@@ -4,6 +4,9 @@
 //! (an event's `data`, G13) is never parsed into numbers and maps and
 //! written out again, and malformed, unknown, duplicate, missing and
 //! mistyped fields are each named (G11) before any state is touched.
+//! `null` is a value like any other: a member is accepted as `null` only
+//! where the OpenAPI document says so (an absent optional member is left
+//! out, not sent as `null`).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -145,9 +148,9 @@ impl<'a> Body<'a> {
             .transpose()
     }
 
-    /// A string member (absent or null is `None`).
+    /// A string member (`None` when absent; `null` is refused).
     pub fn string(&self, key: &str) -> Result<Option<String>, ApiError> {
-        Ok(self.typed::<Option<String>>(key, "a string")?.flatten())
+        self.typed(key, "a string")
     }
 
     /// A required string member.
@@ -156,18 +159,19 @@ impl<'a> Body<'a> {
             .ok_or_else(|| ApiError::bad_request(key, format!("`{key}` is required")))
     }
 
-    /// An array of strings (absent or null is `None`).
-    pub fn strings(&self, key: &str) -> Result<Option<Vec<String>>, ApiError> {
-        Ok(self
-            .typed::<Option<Vec<String>>>(key, "an array of strings")?
-            .flatten())
+    /// A member that is a string or `null` (`None` when absent).
+    pub fn nullable_string(&self, key: &str) -> Result<Option<Option<String>>, ApiError> {
+        self.typed(key, "a string or null")
     }
 
-    /// An object of string values (absent or null is `None`).
+    /// An array of strings (`None` when absent; `null` is refused).
+    pub fn strings(&self, key: &str) -> Result<Option<Vec<String>>, ApiError> {
+        self.typed(key, "an array of strings")
+    }
+
+    /// An object of string values (`None` when absent; `null` is refused).
     pub fn string_map(&self, key: &str) -> Result<Option<BTreeMap<String, String>>, ApiError> {
-        Ok(self
-            .typed::<Option<BTreeMap<String, String>>>(key, "an object of strings")?
-            .flatten())
+        self.typed(key, "an object of strings")
     }
 
     /// Any JSON value, as the caller wrote it: checked to nest at most
@@ -301,6 +305,22 @@ mod tests {
         ] {
             assert!(check_json_text(bad, 4).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn null_is_refused_except_where_a_member_is_nullable() {
+        const ANY: Fields = Fields {
+            allowed: &["s", "l", "m", "d"],
+            required: &[],
+        };
+        let body = object(br#"{"s":null,"l":null,"m":null,"d":null}"#, &ANY).unwrap();
+        assert_eq!(body.string("s").unwrap_err().status().as_u16(), 400);
+        assert_eq!(body.strings("l").unwrap_err().field_name(), Some("l"));
+        assert_eq!(body.string_map("m").unwrap_err().field_name(), Some("m"));
+        assert_eq!(body.nullable_string("d").unwrap(), Some(None));
+        let body = object(br#"{"d":"x"}"#, &ANY).unwrap();
+        assert_eq!(body.nullable_string("d").unwrap(), Some(Some("x".into())));
+        assert_eq!(body.string("s").unwrap(), None);
     }
 
     const PUBLISH: Fields = Fields {

@@ -75,7 +75,7 @@ pub(super) async fn publish(
     let event_type = EventType::parse(&body.required_string("type")?)
         .map_err(|e| ApiError::invalid("type", e.0))?;
     let id = match body.string("id")? {
-        Some(raw) => EventId::parse(&raw).map_err(|e| ApiError::invalid("id", e.0))?,
+        Some(raw) => input::event_id(&raw, "id")?,
         None => EventId::generate(),
     };
     let data = body
@@ -108,13 +108,13 @@ pub(super) async fn read(
     Path((tenant, id)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
     let tenant = input::tenant(&tenant)?;
-    let id = EventId::parse(&id).map_err(|_| ApiError::not_found("event"))?;
+    let id = input::event_id(&id, "id").map_err(|_| ApiError::not_found("event").field("id"))?;
     let ports = &state.engine.ports;
     let event = ports
         .events
         .get(&tenant, &id)
         .await?
-        .ok_or_else(|| ApiError::not_found("event"))?;
+        .ok_or_else(|| ApiError::not_found("event").field("id"))?;
     let deliveries = ports.queue.event_deliveries(&tenant, &id).await?;
     let archived: Archived<'_> =
         serde_json::from_slice(&event.payload).map_err(ApiError::internal)?;
