@@ -2,10 +2,13 @@
 # The one test command (README, CI). It installs what the tests need and
 # starts it, then runs everything:
 #   - Python tools into .venv from PyPI (tests/requirements.txt): moto, the
-#     local AWS-compatible server, and cfn-lint for infra/template.yaml;
+#     local AWS-compatible server, cfn-lint for infra/template.yaml, and
+#     schemathesis;
 #   - moto in server mode on 127.0.0.1 (stopped on exit);
 #   - cargo fmt --check, clippy -D warnings, then every unit, contract and
-#     end-to-end test of the workspace (crates come from crates.io).
+#     end-to-end test of the workspace (crates come from crates.io);
+#   - schemathesis against `hooklane serve` and its /openapi.json
+#     (tests/fuzz/run.sh): any finding fails.
 # Receivers are started by the tests themselves, on loopback.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -51,3 +54,6 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 
 echo "== cargo test"
 cargo test --workspace --all-targets --locked
+
+echo "== schemathesis against serve's OpenAPI document"
+tests/fuzz/run.sh
