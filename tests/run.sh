@@ -2,10 +2,13 @@
 # The one test command (README, CI). It installs what the tests need and
 # starts it, then runs everything:
 #   - Python tools into .venv from PyPI (tests/requirements.txt): moto, the
-#     local AWS-compatible server, and cfn-lint for infra/template.yaml;
+#     local AWS-compatible server, cfn-lint for infra/template.yaml,
+#     schemathesis, and the SAM CLI with cargo-lambda;
 #   - moto in server mode on 127.0.0.1 (stopped on exit);
 #   - cargo fmt --check, clippy -D warnings, then every unit, contract and
 #     end-to-end test of the workspace (crates come from crates.io);
+#   - schemathesis against `hooklane serve` and its /openapi.json
+#     (tests/fuzz/run.sh): any finding fails;
 #   - the README's deploy build: `sam validate --lint` and
 #     `sam build --beta-features` in infra/ (cargo-lambda cross-compiles the
 #     three functions; no Docker), checking that three bootstraps come out.
@@ -54,6 +57,9 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 
 echo "== cargo test"
 cargo test --workspace --all-targets --locked
+
+echo "== schemathesis against serve's OpenAPI document"
+tests/fuzz/run.sh
 
 echo "== sam validate --lint; sam build --beta-features (infra/)"
 export SAM_CLI_TELEMETRY=0

@@ -86,7 +86,9 @@ async fn jwt_tenant_scope(req: Request, next: Next) -> Response {
     if claim_allows(jwt_claim(&req).as_deref(), &tenant) {
         next.run(req).await
     } else {
-        ApiError::not_found("tenant").into_response()
+        ApiError::not_found("tenant")
+            .field("tenant")
+            .into_response()
     }
 }
 

@@ -8,14 +8,27 @@ use axum::http::StatusCode;
 use axum::Json;
 use serde_json::{json, Value};
 
+use super::body::{self, Fields};
 use super::error::ApiError;
-use super::input::{self, page, rfc3339, seq_cursor};
+use super::input::{self, page, rfc3339, CursorKind, Query};
 use super::subscriptions::next_cursor;
 use super::AppState;
-use crate::domain::{EventId, SubscriptionId};
+use crate::domain::SubscriptionId;
+
+/// The members of a replay request.
+pub(super) const REPLAY: Fields = Fields {
+    allowed: &["subscription_id", "event_ids"],
+    required: &[],
+};
+
+/// The query of the dead-letter list.
+pub(super) const LIST_QUERY: Query = Query {
+    allowed: &["subscription_id", "limit", "cursor"],
+    cursor: CursorKind::Seq,
+};
 
 /// Most event ids one replay request may name.
-const MAX_REPLAY_IDS: usize = 1000;
+pub(super) const MAX_REPLAY_IDS: usize = 1000;
 
 pub(super) async fn list(
     State(state): State<AppState>,
@@ -23,8 +36,7 @@ pub(super) async fn list(
     RawQuery(query): RawQuery,
 ) -> Result<Json<Value>, ApiError> {
     let tenant = input::tenant(&tenant)?;
-    let page = page(query.as_deref())?;
-    let after = seq_cursor(page.cursor.as_deref())?;
+    let page = page(query.as_deref(), &LIST_QUERY)?;
     let sub = page
         .params
         .get("subscription_id")
@@ -36,7 +48,7 @@ pub(super) async fn list(
         .engine
         .ports
         .dead_letters
-        .list(&tenant, sub.as_ref(), after, page.limit + 1)
+        .list(&tenant, sub.as_ref(), page.seq(), page.limit + 1)
         .await?;
     let next = next_cursor(&mut items, page.limit, |(seq, _)| seq.to_string());
     let items: Vec<Value> = items
@@ -63,21 +75,14 @@ pub(super) async fn replay(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let tenant = input::tenant(&tenant)?;
-    let body = input::object(body, &["subscription_id", "event_ids"], &[])?;
-    let ports = &state.engine.ports;
-    let sub = match body.string("subscription_id")? {
-        None => None,
-        Some(raw) => {
-            let id =
-                SubscriptionId::parse(&raw).map_err(|_| ApiError::not_found("subscription"))?;
-            ports
-                .subscriptions
-                .get(&tenant, &id)
-                .await?
-                .ok_or_else(|| ApiError::not_found("subscription"))?;
-            Some(id)
-        }
-    };
+    let bytes = body::bytes(body)?;
+    let body = body::object(&bytes, &REPLAY)?;
+    let sub = body
+        .string("subscription_id")?
+        .map(|raw| {
+            SubscriptionId::parse(&raw).map_err(|e| ApiError::invalid("subscription_id", e.0))
+        })
+        .transpose()?;
     let event_ids = match body.strings("event_ids")? {
         None => None,
         Some(raw) if raw.len() > MAX_REPLAY_IDS => {
@@ -85,11 +90,18 @@ pub(super) async fn replay(
         }
         Some(raw) => Some(
             raw.iter()
-                .map(|r| EventId::parse(r))
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| ApiError::invalid("event_ids", e.0))?,
+                .map(|r| input::event_id(r, "event_ids"))
+                .collect::<Result<Vec<_>, _>>()?,
         ),
     };
+    let ports = &state.engine.ports;
+    if let Some(id) = &sub {
+        ports
+            .subscriptions
+            .get(&tenant, id)
+            .await?
+            .ok_or_else(|| ApiError::not_found("subscription").field("subscription_id"))?;
+    }
     let replayed = state
         .engine
         .replay(&tenant, sub.as_ref(), event_ids.as_deref())

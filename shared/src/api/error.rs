@@ -153,6 +153,11 @@ impl ApiError {
     pub fn status(&self) -> StatusCode {
         self.status
     }
+
+    /// The field at fault, if one is named.
+    pub fn field_name(&self) -> Option<&str> {
+        self.field.as_deref()
+    }
 }
 
 impl From<StoreError> for ApiError {

@@ -1,15 +1,21 @@
 //! Event routes: publish (validate, fix the body bytes, accept; idempotent
 //! by id for 24 h, G12) and read an event with each delivery's state.
+//!
+//! `data` is never parsed into values (G13): the publisher's JSON text is
+//! spliced into the body every receiver gets, and spliced back out of the
+//! archived body when the event is read.
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
+use super::body::{self, Fields};
 use super::error::ApiError;
 use super::input::{self, rfc3339};
 use super::AppState;
@@ -23,7 +29,31 @@ struct Payload<'a> {
     #[serde(rename = "type")]
     event_type: &'a str,
     timestamp: String,
-    data: &'a Value,
+    data: &'a RawValue,
+}
+
+/// The members of a publish request.
+pub(super) const PUBLISH: Fields = Fields {
+    allowed: &["type", "data", "id"],
+    required: &["type", "data"],
+};
+
+/// The `data` of an archived body, as archived.
+#[derive(Deserialize)]
+struct Archived<'a> {
+    #[serde(borrow)]
+    data: Option<&'a RawValue>,
+}
+
+/// An event as read back, `data` as published.
+#[derive(Serialize)]
+struct EventView<'a> {
+    id: &'a str,
+    #[serde(rename = "type")]
+    event_type: &'a str,
+    created_at: String,
+    data: Option<&'a RawValue>,
+    deliveries: Vec<Value>,
 }
 
 fn accepted_view(e: &Event) -> Value {
@@ -40,19 +70,22 @@ pub(super) async fn publish(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let tenant = input::tenant(&tenant)?;
-    let body = input::object(body, &["type", "data", "id"], &["type", "data"])?;
+    let bytes = body::bytes(body)?;
+    let body = body::object(&bytes, &PUBLISH)?;
     let event_type = EventType::parse(&body.required_string("type")?)
         .map_err(|e| ApiError::invalid("type", e.0))?;
     let id = match body.string("id")? {
-        Some(raw) => EventId::parse(&raw).map_err(|e| ApiError::invalid("id", e.0))?,
+        Some(raw) => input::event_id(&raw, "id")?,
         None => EventId::generate(),
     };
-    let data = body.value("data").cloned().unwrap_or(Value::Null);
+    let data = body
+        .json_text("data")?
+        .ok_or_else(|| ApiError::bad_request("data", "`data` is required"))?;
     let created_at = state.engine.ports.clock.now();
     let payload = serde_json::to_vec(&Payload {
         event_type: event_type.as_str(),
         timestamp: rfc3339(created_at),
-        data: &data,
+        data,
     })
     .map_err(ApiError::internal)?;
     let event = Event {
@@ -73,28 +106,36 @@ pub(super) async fn publish(
 pub(super) async fn read(
     State(state): State<AppState>,
     Path((tenant, id)): Path<(String, String)>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Response, ApiError> {
     let tenant = input::tenant(&tenant)?;
-    let id = EventId::parse(&id).map_err(|_| ApiError::not_found("event"))?;
+    let id = input::event_id(&id, "id").map_err(|_| ApiError::not_found("event").field("id"))?;
     let ports = &state.engine.ports;
     let event = ports
         .events
         .get(&tenant, &id)
         .await?
-        .ok_or_else(|| ApiError::not_found("event"))?;
+        .ok_or_else(|| ApiError::not_found("event").field("id"))?;
     let deliveries = ports.views.of_event(&tenant, &id).await?;
-    let payload: Value = serde_json::from_slice(&event.payload).map_err(ApiError::internal)?;
-    Ok(Json(json!({
-        "id": event.id.as_str(),
-        "type": event.event_type.as_str(),
-        "created_at": rfc3339(event.created_at),
-        "data": payload.get("data").cloned().unwrap_or(Value::Null),
-        "deliveries": deliveries.iter().map(|(sub, d)| json!({
-            "subscription_id": sub.as_str(),
-            "state": d.shown_state(),
-            "attempts": d.attempts,
-            "last_status_code": d.last_status_code,
-            "next_attempt_at": d.shown_next_attempt_at().map(rfc3339),
-        })).collect::<Vec<_>>(),
-    })))
+    let archived: Archived<'_> =
+        serde_json::from_slice(&event.payload).map_err(ApiError::internal)?;
+    let view = EventView {
+        id: event.id.as_str(),
+        event_type: event.event_type.as_str(),
+        created_at: rfc3339(event.created_at),
+        data: archived.data,
+        deliveries: deliveries
+            .iter()
+            .map(|(sub, d)| {
+                json!({
+                    "subscription_id": sub.as_str(),
+                    "state": d.shown_state(),
+                    "attempts": d.attempts,
+                    "last_status_code": d.last_status_code,
+                    "next_attempt_at": d.shown_next_attempt_at().map(rfc3339),
+                })
+            })
+            .collect(),
+    };
+    let json = serde_json::to_vec(&view).map_err(ApiError::internal)?;
+    Ok(([(header::CONTENT_TYPE, "application/json")], json).into_response())
 }

@@ -1,128 +1,15 @@
-//! Request parsing at the edge: JSON bodies (malformed, unknown, missing
-//! and mistyped fields each named), path segments, `limit` and `cursor`.
-//! Everything here answers 4xx before any state is touched.
+//! Request parsing at the edge: path segments, event ids, and list queries
+//! (only the parameters a route accepts, `limit`, `cursor`); JSON bodies
+//! are `body`'s. Everything here answers 4xx before any state is touched.
+//!
+//! A cursor is the position of the last item of a page, as text: a
+//! subscription id, or a sequence number. Clients pass `next_cursor` back
+//! as given; the OpenAPI document states each form as a pattern.
 
 use std::collections::HashMap;
 
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use base64::Engine as _;
-use serde_json::{Map, Value};
-
 use super::error::ApiError;
-use crate::domain::{SubscriptionId, TenantId};
-
-/// The largest request body accepted (256 KiB).
-pub const MAX_BODY: usize = 256 * 1024;
-
-/// A JSON object body whose keys were checked.
-pub struct Body(pub Map<String, Value>);
-
-/// Parses a body as a JSON object with only `allowed` keys and every
-/// `required` one present.
-pub fn object(
-    body: Result<Bytes, BytesRejection>,
-    allowed: &[&str],
-    required: &[&str],
-) -> Result<Body, ApiError> {
-    let bytes = body.map_err(|rej| {
-        if rej.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::too_large(MAX_BODY)
-        } else {
-            ApiError::bad_request("body", "the body could not be read")
-        }
-    })?;
-    if bytes.len() > MAX_BODY {
-        return Err(ApiError::too_large(MAX_BODY));
-    }
-    let value: Value = serde_json::from_slice(&bytes)
-        .map_err(|e| ApiError::bad_request("body", format!("malformed JSON: {e}")))?;
-    let Value::Object(map) = value else {
-        return Err(ApiError::bad_request(
-            "body",
-            "the body must be a JSON object",
-        ));
-    };
-    if let Some(unknown) = map.keys().find(|k| !allowed.contains(&k.as_str())) {
-        return Err(ApiError::bad_request(
-            unknown.clone(),
-            format!("unknown field `{unknown}`; allowed: {}", allowed.join(", ")),
-        ));
-    }
-    if let Some(missing) = required.iter().find(|k| !map.contains_key(**k)) {
-        return Err(ApiError::bad_request(
-            *missing,
-            format!("`{missing}` is required"),
-        ));
-    }
-    Ok(Body(map))
-}
-
-impl Body {
-    /// Whether the key is present.
-    pub fn has(&self, key: &str) -> bool {
-        self.0.contains_key(key)
-    }
-
-    /// A string field (absent or null is `None`).
-    pub fn string(&self, key: &str) -> Result<Option<String>, ApiError> {
-        match self.0.get(key) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::String(s)) => Ok(Some(s.clone())),
-            Some(_) => Err(ApiError::bad_request(
-                key,
-                format!("`{key}` must be a string"),
-            )),
-        }
-    }
-
-    /// A required string field.
-    pub fn required_string(&self, key: &str) -> Result<String, ApiError> {
-        self.string(key)?
-            .ok_or_else(|| ApiError::bad_request(key, format!("`{key}` is required")))
-    }
-
-    /// An array of strings (absent or null is `None`).
-    pub fn strings(&self, key: &str) -> Result<Option<Vec<String>>, ApiError> {
-        let bad = || ApiError::bad_request(key, format!("`{key}` must be an array of strings"));
-        match self.0.get(key) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::Array(items)) => items
-                .iter()
-                .map(|v| v.as_str().map(str::to_owned).ok_or_else(bad))
-                .collect::<Result<Vec<_>, _>>()
-                .map(Some),
-            Some(_) => Err(bad()),
-        }
-    }
-
-    /// An object of string values (absent or null is `None`).
-    pub fn string_map(
-        &self,
-        key: &str,
-    ) -> Result<Option<std::collections::BTreeMap<String, String>>, ApiError> {
-        let bad = || ApiError::bad_request(key, format!("`{key}` must be an object of strings"));
-        match self.0.get(key) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::Object(m)) => m
-                .iter()
-                .map(|(k, v)| {
-                    v.as_str()
-                        .map(|s| (k.clone(), s.to_owned()))
-                        .ok_or_else(bad)
-                })
-                .collect::<Result<_, _>>()
-                .map(Some),
-            Some(_) => Err(bad()),
-        }
-    }
-
-    /// Any JSON value.
-    pub fn value(&self, key: &str) -> Option<&Value> {
-        self.0.get(key)
-    }
-}
+use crate::domain::{EventId, SubscriptionId, TenantId};
 
 /// Parses the `{tenant}` path segment.
 pub fn tenant(raw: &str) -> Result<TenantId, ApiError> {
@@ -131,38 +18,89 @@ pub fn tenant(raw: &str) -> Result<TenantId, ApiError> {
 
 /// Parses a `{id}` path segment; an id that cannot exist is a 404.
 pub fn subscription_id(raw: &str) -> Result<SubscriptionId, ApiError> {
-    SubscriptionId::parse(raw).map_err(|_| ApiError::not_found("subscription"))
+    SubscriptionId::parse(raw).map_err(|_| ApiError::not_found("subscription").field("id"))
+}
+
+/// Parses an event id a publisher gives (422 naming `field`): besides
+/// [`EventId::parse`]'s rules, not `.` or `..`, which no URL path can carry
+/// to `GET /events/{id}` (clients resolve them as dot-segments).
+pub fn event_id(raw: &str, field: &str) -> Result<EventId, ApiError> {
+    if raw == "." || raw == ".." {
+        return Err(ApiError::invalid(
+            field,
+            "an event id cannot be `.` or `..`",
+        ));
+    }
+    EventId::parse(raw).map_err(|e| ApiError::invalid(field, e.0))
+}
+
+/// Largest page a list request may ask for.
+pub const MAX_LIMIT: usize = 250;
+
+/// How a list's cursor is read: the position it names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CursorKind {
+    /// The last subscription id of the previous page.
+    SubscriptionId,
+    /// A sequence number of 1 to 18 digits.
+    Seq,
+}
+
+/// The query parameters a list route accepts.
+#[derive(Debug, Clone, Copy)]
+pub struct Query {
+    /// Every parameter accepted (others answer 400).
+    pub allowed: &'static [&'static str],
+    /// How its `cursor` is read.
+    pub cursor: CursorKind,
 }
 
 /// Query parameters of a list request.
 pub struct Page {
     /// 1–250, default 50.
     pub limit: usize,
-    /// The decoded cursor, if one was given.
-    pub cursor: Option<String>,
+    /// The position after which the page starts, if a cursor was given.
+    pub cursor: Option<Cursor>,
     /// Every parameter, for route-specific ones.
     pub params: HashMap<String, String>,
 }
 
-/// Parses `limit` and `cursor` (and keeps the rest).
-pub fn page(query: Option<&str>) -> Result<Page, ApiError> {
-    let params: HashMap<String, String> =
-        url::form_urlencoded::parse(query.unwrap_or("").as_bytes())
-            .into_owned()
-            .collect();
+/// A cursor's position.
+pub enum Cursor {
+    /// After (or before) this subscription.
+    SubscriptionId(SubscriptionId),
+    /// After (or before) this sequence number.
+    Seq(i64),
+}
+
+/// Parses the query of a list request: only `query.allowed` parameters,
+/// `limit` 1–250 and a `cursor` this API gave out (empty: the first page).
+pub fn page(raw: Option<&str>, query: &Query) -> Result<Page, ApiError> {
+    let params: HashMap<String, String> = url::form_urlencoded::parse(raw.unwrap_or("").as_bytes())
+        .into_owned()
+        .collect();
+    if let Some(unknown) = params.keys().find(|k| !query.allowed.contains(&k.as_str())) {
+        return Err(ApiError::bad_request(
+            unknown.clone(),
+            format!(
+                "unknown query parameter `{unknown}`; allowed: {}",
+                query.allowed.join(", ")
+            ),
+        ));
+    }
     let limit = match params.get("limit") {
         None => 50,
-        Some(v) => v
-            .parse::<usize>()
-            .ok()
-            .filter(|n| (1..=250).contains(n))
+        Some(v) => Some(v)
+            .filter(|v| !v.is_empty() && v.len() <= 3 && v.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|v| v.parse::<usize>().ok())
+            .filter(|n| (1..=MAX_LIMIT).contains(n))
             .ok_or_else(|| {
                 ApiError::bad_request("limit", "limit is a whole number from 1 to 250")
             })?,
     };
     let cursor = match params.get("cursor").filter(|c| !c.is_empty()) {
         None => None,
-        Some(c) => Some(decode_cursor(c)?),
+        Some(c) => Some(decode_cursor(c, query.cursor)?),
     };
     Ok(Page {
         limit,
@@ -171,27 +109,36 @@ pub fn page(query: Option<&str>) -> Result<Page, ApiError> {
     })
 }
 
-/// An opaque cursor for a position.
-pub fn encode_cursor(position: &str) -> String {
-    URL_SAFE_NO_PAD.encode(format!("c1:{position}"))
-}
-
-fn decode_cursor(raw: &str) -> Result<String, ApiError> {
+fn decode_cursor(raw: &str, kind: CursorKind) -> Result<Cursor, ApiError> {
     let bad = || ApiError::bad_request("cursor", "the cursor is not one this API gave out");
-    let bytes = URL_SAFE_NO_PAD.decode(raw).map_err(|_| bad())?;
-    let text = String::from_utf8(bytes).map_err(|_| bad())?;
-    text.strip_prefix("c1:").map(str::to_owned).ok_or_else(bad)
+    match kind {
+        CursorKind::SubscriptionId => SubscriptionId::parse(raw)
+            .map(Cursor::SubscriptionId)
+            .map_err(|_| bad()),
+        CursorKind::Seq => Some(raw)
+            .filter(|r| r.len() <= 18 && r.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|r| r.parse::<i64>().ok())
+            .map(Cursor::Seq)
+            .ok_or_else(bad),
+    }
 }
 
-/// A cursor that must hold a sequence number.
-pub fn seq_cursor(cursor: Option<&str>) -> Result<Option<i64>, ApiError> {
-    cursor
-        .map(|c| {
-            c.parse::<i64>().map_err(|_| {
-                ApiError::bad_request("cursor", "the cursor is not one this API gave out")
-            })
-        })
-        .transpose()
+impl Page {
+    /// The cursor's sequence number, for routes whose cursor is one.
+    pub fn seq(&self) -> Option<i64> {
+        match self.cursor {
+            Some(Cursor::Seq(n)) => Some(n),
+            _ => None,
+        }
+    }
+
+    /// The cursor's subscription id, for routes whose cursor is one.
+    pub fn subscription_id(&self) -> Option<&SubscriptionId> {
+        match &self.cursor {
+            Some(Cursor::SubscriptionId(id)) => Some(id),
+            _ => None,
+        }
+    }
 }
 
 pub use crate::domain::rfc3339;

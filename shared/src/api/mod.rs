@@ -3,10 +3,13 @@
 //! Every route is scoped to the `{tenant}` in its path (G10): another
 //! tenant's resources answer 404.
 
+pub mod body;
 mod dead_letters;
 pub mod error;
 mod events;
 pub mod input;
+#[cfg(test)]
+mod openapi_tests;
 pub mod serve;
 mod subscriptions;
 
@@ -47,6 +50,61 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/tenants/{tenant}/events/{id}"),
     ("get", "/v1/tenants/{tenant}/dead-letters"),
     ("post", "/v1/tenants/{tenant}/dead-letters/replay"),
+];
+
+/// A route's body members, if it reads a JSON body.
+type BodyReads = Option<&'static body::Fields>;
+
+/// A route's query parameters, if it reads any.
+type QueryReads = Option<&'static input::Query>;
+
+/// What routes read besides their path: the members of a JSON body and the
+/// query parameters, as the handlers pass them to [`body::object`] and
+/// [`input::page`] (routes not listed read neither). A test checks the
+/// OpenAPI document against it both ways.
+pub const READS: &[(&str, &str, BodyReads, QueryReads)] = &[
+    (
+        "post",
+        "/v1/tenants/{tenant}/subscriptions",
+        Some(&subscriptions::CREATE),
+        None,
+    ),
+    (
+        "get",
+        "/v1/tenants/{tenant}/subscriptions",
+        None,
+        Some(&subscriptions::LIST_QUERY),
+    ),
+    (
+        "patch",
+        "/v1/tenants/{tenant}/subscriptions/{id}",
+        Some(&subscriptions::UPDATE),
+        None,
+    ),
+    (
+        "get",
+        "/v1/tenants/{tenant}/subscriptions/{id}/attempts",
+        None,
+        Some(&subscriptions::ATTEMPTS_QUERY),
+    ),
+    (
+        "post",
+        "/v1/tenants/{tenant}/events",
+        Some(&events::PUBLISH),
+        None,
+    ),
+    (
+        "get",
+        "/v1/tenants/{tenant}/dead-letters",
+        None,
+        Some(&dead_letters::LIST_QUERY),
+    ),
+    (
+        "post",
+        "/v1/tenants/{tenant}/dead-letters/replay",
+        Some(&dead_letters::REPLAY),
+        None,
+    ),
 ];
 
 /// How callers are authenticated.
@@ -103,7 +161,7 @@ pub fn router(state: AppState) -> Router {
         .fallback(|| async { ApiError::not_found("route") })
         // Bodies are read whole only up to the limit; larger ones get 413
         // from the handler's own parse.
-        .layer(DefaultBodyLimit::max(input::MAX_BODY))
+        .layer(DefaultBodyLimit::max(body::MAX_BODY))
         .with_state(state)
 }
 
@@ -131,36 +189,5 @@ async fn require_token(State(state): State<AppState>, req: Request, next: Next) 
         next.run(req).await
     } else {
         ApiError::unauthorized().into_response()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_openapi_document_lists_exactly_the_routes_served() {
-        let doc: serde_json::Value = serde_json::from_str(OPENAPI).unwrap();
-        let paths = doc["paths"].as_object().unwrap();
-        for (method, path) in ROUTES {
-            assert!(
-                paths.get(*path).and_then(|p| p.get(*method)).is_some(),
-                "{method} {path} is served but not documented"
-            );
-        }
-        let documented = paths
-            .iter()
-            .flat_map(|(path, item)| {
-                ["get", "post", "patch", "delete", "put"]
-                    .into_iter()
-                    .filter(|m| item.get(*m).is_some())
-                    .map(move |m| (m, path.as_str()))
-            })
-            .count();
-        assert_eq!(
-            documented,
-            ROUTES.len(),
-            "the document lists routes that are not served"
-        );
     }
 }

@@ -13,8 +13,9 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
 
+use super::body::{self, Body, Fields};
 use super::error::ApiError;
-use super::input::{self, encode_cursor, page, rfc3339, seq_cursor, Body};
+use super::input::{self, page, rfc3339, CursorKind, Query};
 use super::AppState;
 use crate::domain::{
     parse_filters, Health, PreviousSecret, Subscription, SubscriptionId, SubscriptionStatus,
@@ -24,6 +25,30 @@ use crate::egress::check_url_resolved;
 use crate::engine::EnableError;
 use crate::health::Breaker;
 use crate::signing::Secret;
+
+/// The members of a create request.
+pub(super) const CREATE: Fields = Fields {
+    allowed: &["url", "event_types", "description", "metadata", "secret"],
+    required: &["url", "event_types"],
+};
+
+/// The members of an update request (at least one).
+pub(super) const UPDATE: Fields = Fields {
+    allowed: &["url", "event_types", "description", "metadata"],
+    required: &[],
+};
+
+/// The query of the subscription list.
+pub(super) const LIST_QUERY: Query = Query {
+    allowed: &["limit", "cursor"],
+    cursor: CursorKind::SubscriptionId,
+};
+
+/// The query of the attempt log.
+pub(super) const ATTEMPTS_QUERY: Query = Query {
+    allowed: &["limit", "cursor"],
+    cursor: CursorKind::Seq,
+};
 
 /// How long a rotated-out secret keeps signing.
 const ROTATION_OVERLAP: time::Duration = time::Duration::hours(24);
@@ -71,7 +96,7 @@ fn health_view(h: &Health, breaker: Breaker) -> Value {
 }
 
 /// The body's `url`, checked by the egress guard (resolving its host).
-async fn checked_url(state: &AppState, body: &Body) -> Result<url::Url, ApiError> {
+async fn checked_url(state: &AppState, body: &Body<'_>) -> Result<url::Url, ApiError> {
     let raw = body.required_string("url")?;
     check_url_resolved(
         &raw,
@@ -83,26 +108,24 @@ async fn checked_url(state: &AppState, body: &Body) -> Result<url::Url, ApiError
 }
 
 /// Applies the editable fields other than `url` present in `body`.
-fn apply_fields(body: &Body, sub: &mut Subscription) -> Result<(), ApiError> {
-    if body.has("event_types") {
-        let raw = body.strings("event_types")?.ok_or_else(|| {
-            ApiError::bad_request("event_types", "`event_types` must be an array")
-        })?;
+/// Lengths are counted in characters, as the OpenAPI document's
+/// `maxLength` counts them.
+fn apply_fields(body: &Body<'_>, sub: &mut Subscription) -> Result<(), ApiError> {
+    let chars = |s: &str| s.chars().count();
+    if let Some(raw) = body.strings("event_types")? {
         sub.filters = parse_filters(&raw).map_err(|e| ApiError::invalid("event_types", e.0))?;
     }
-    if body.has("description") {
-        let d = body.string("description")?;
-        if d.as_ref().is_some_and(|d| d.len() > 1024) {
-            return Err(ApiError::invalid("description", "at most 1024 bytes"));
+    if let Some(d) = body.nullable_string("description")? {
+        if d.as_deref().is_some_and(|d| chars(d) > 1024) {
+            return Err(ApiError::invalid("description", "at most 1024 characters"));
         }
         sub.description = d;
     }
-    if body.has("metadata") {
-        let m = body.string_map("metadata")?.unwrap_or_default();
-        if m.len() > 50 || m.iter().any(|(k, v)| k.len() > 128 || v.len() > 1024) {
+    if let Some(m) = body.string_map("metadata")? {
+        if m.len() > 50 || m.iter().any(|(k, v)| chars(k) > 128 || chars(v) > 1024) {
             return Err(ApiError::invalid(
                 "metadata",
-                "at most 50 keys of up to 128 bytes, values up to 1024 bytes",
+                "at most 50 keys of up to 128 characters, values up to 1024 characters",
             ));
         }
         sub.metadata = m;
@@ -118,7 +141,7 @@ async fn load(state: &AppState, tenant: &str, id: &str) -> Result<Subscription, 
         .subscriptions
         .get(&tenant, &id)
         .await?
-        .ok_or_else(|| ApiError::not_found("subscription"))
+        .ok_or_else(|| ApiError::not_found("subscription").field("id"))
 }
 
 pub(super) async fn create(
@@ -127,11 +150,8 @@ pub(super) async fn create(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let tenant = input::tenant(&tenant)?;
-    let body = input::object(
-        body,
-        &["url", "event_types", "description", "metadata", "secret"],
-        &["url", "event_types"],
-    )?;
+    let bytes = body::bytes(body)?;
+    let body = body::object(&bytes, &CREATE)?;
     let secret = match body.string("secret")? {
         Some(s) => Secret::parse(&s).map_err(|e| ApiError::invalid("secret", e.0))?,
         None => Secret::generate(),
@@ -165,17 +185,12 @@ pub(super) async fn list(
     RawQuery(query): RawQuery,
 ) -> Result<Json<Value>, ApiError> {
     let tenant = input::tenant(&tenant)?;
-    let page = page(query.as_deref())?;
-    let after = page
-        .cursor
-        .map(|c| SubscriptionId::parse(&c))
-        .transpose()
-        .map_err(|_| ApiError::bad_request("cursor", "the cursor is not one this API gave out"))?;
+    let page = page(query.as_deref(), &LIST_QUERY)?;
     let mut items = state
         .engine
         .ports
         .subscriptions
-        .list(&tenant, after.as_ref(), page.limit + 1)
+        .list(&tenant, page.subscription_id(), page.limit + 1)
         .await?;
     let next = next_cursor(&mut items, page.limit, |s| s.id.as_str().to_owned());
     Ok(Json(json!({
@@ -185,7 +200,7 @@ pub(super) async fn list(
 }
 
 /// Trims a page fetched with one extra item and returns the cursor of the
-/// last kept item when there are more.
+/// last kept item (its position, `key`) when there are more.
 pub(super) fn next_cursor<T>(
     items: &mut Vec<T>,
     limit: usize,
@@ -195,7 +210,7 @@ pub(super) fn next_cursor<T>(
         return None;
     }
     items.truncate(limit);
-    items.last().map(|i| encode_cursor(&key(i)))
+    items.last().map(key)
 }
 
 pub(super) async fn read(
@@ -211,12 +226,9 @@ pub(super) async fn update(
     Path((tenant, id)): Path<(String, String)>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, ApiError> {
-    let body = input::object(
-        body,
-        &["url", "event_types", "description", "metadata"],
-        &[],
-    )?;
-    if body.0.is_empty() {
+    let bytes = body::bytes(body)?;
+    let body = body::object(&bytes, &UPDATE)?;
+    if body.is_empty() {
         return Err(ApiError::bad_request(
             "body",
             "give at least one of url, event_types, description, metadata",
@@ -229,7 +241,7 @@ pub(super) async fn update(
     apply_fields(&body, &mut sub)?;
     sub.updated_at = state.engine.ports.clock.now();
     if !state.engine.ports.subscriptions.update(&sub).await? {
-        return Err(ApiError::not_found("subscription"));
+        return Err(ApiError::not_found("subscription").field("id"));
     }
     Ok(Json(view(&state, &sub, false)))
 }
@@ -246,7 +258,7 @@ pub(super) async fn delete(
         .subscriptions
         .delete(&tenant, &id)
         .await?
-        .ok_or_else(|| ApiError::not_found("subscription"))?;
+        .ok_or_else(|| ApiError::not_found("subscription").field("id"))?;
     engine
         .metrics
         .dropped
@@ -272,7 +284,7 @@ pub(super) async fn rotate_secret(
     });
     sub.updated_at = now;
     if !state.engine.ports.subscriptions.update(&sub).await? {
-        return Err(ApiError::not_found("subscription"));
+        return Err(ApiError::not_found("subscription").field("id"));
     }
     Ok(Json(json!({ "secret": sub.secret.expose() })))
 }
@@ -294,14 +306,13 @@ pub(super) async fn attempts(
     Path((tenant, id)): Path<(String, String)>,
     RawQuery(query): RawQuery,
 ) -> Result<Json<Value>, ApiError> {
-    let page = page(query.as_deref())?;
-    let before = seq_cursor(page.cursor.as_deref())?;
+    let page = page(query.as_deref(), &ATTEMPTS_QUERY)?;
     let sub = load(&state, &tenant, &id).await?;
     let mut items = state
         .engine
         .ports
         .attempts
-        .list(&sub.tenant, &sub.id, before, page.limit + 1)
+        .list(&sub.tenant, &sub.id, page.seq(), page.limit + 1)
         .await?;
     let next = next_cursor(&mut items, page.limit, |(seq, _)| seq.to_string());
     let items: Vec<Value> = items

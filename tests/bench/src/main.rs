@@ -6,6 +6,7 @@
 mod aws_cost;
 mod figures;
 mod lambda;
+mod publish;
 mod rig;
 
 use clap::{Parser, Subcommand};
@@ -77,6 +78,22 @@ enum Figure {
     },
     /// 6: Lambda binary sizes and init time.
     Lambda(lambda::Args),
+    /// 8: server CPU per publish with no subscriptions (the publish path
+    /// alone), 1 KiB text and 64 KiB numbers; with `--baseline`, that
+    /// binary too, run in turn.
+    Publish {
+        #[arg(long, default_value_t = 5000)]
+        count: usize,
+        #[arg(long, default_value_t = 16)]
+        publishers: usize,
+        /// Runs per shape and binary (median and min–max reported).
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+        /// Another `hooklane` binary to measure alongside (e.g. the build
+        /// before a change).
+        #[arg(long)]
+        baseline: Option<String>,
+    },
     /// 7: peak RSS along a long run.
     Memory {
         #[arg(long, default_value_t = 1_000_000)]
@@ -173,6 +190,12 @@ async fn main() -> anyhow::Result<()> {
             publishers,
         } => aws_cost::run(bin, deliveries, publishers).await?,
         Figure::Lambda(args) => lambda::run(args).await?,
+        Figure::Publish {
+            count,
+            publishers,
+            runs,
+            baseline,
+        } => publish_figure(bin, baseline.as_deref(), count, publishers, runs).await?,
         Figure::Memory { deliveries } => {
             let marks = figures::memory(bin, deliveries).await?;
             for (n, rss) in marks {
@@ -183,7 +206,43 @@ async fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// "median M (min-max a-b)" with `digits` decimals.
+/// Figure 8 for `bin` and, in turn with it, `baseline`.
+async fn publish_figure(
+    bin: &str,
+    baseline: Option<&str>,
+    count: usize,
+    publishers: usize,
+    runs: usize,
+) -> anyhow::Result<()> {
+    let bins: Vec<&str> = baseline.into_iter().chain([bin]).collect();
+    for shape in [publish::Shape::KibText, publish::Shape::Numbers] {
+        let mut figures = vec![(Vec::new(), Vec::new()); bins.len()];
+        for _ in 0..runs.max(1) {
+            for (b, (cpu, rate)) in bins.iter().zip(figures.iter_mut()) {
+                let r = publish::run(b, shape, count, publishers).await?;
+                println!(
+                    "  run {:<15} {b}   CPU {:.4} ms/publish   {:.0} publishes/s",
+                    shape.label(),
+                    r.cpu_ms,
+                    r.per_sec
+                );
+                cpu.push(r.cpu_ms);
+                rate.push(r.per_sec);
+            }
+        }
+        for (b, (cpu, rate)) in bins.iter().zip(figures.iter_mut()) {
+            println!(
+                "publish {:<15} {b}   CPU {} ms/publish   {} publishes/s   (runs={})",
+                shape.label(),
+                summary(cpu, 4),
+                summary(rate, 0),
+                cpu.len()
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Runs a figure `runs` times (at least once); the two values each run
 /// gave, as two series.
 async fn repeat2<F, Fut>(runs: usize, run: F) -> anyhow::Result<(Vec<f64>, Vec<f64>)>
@@ -200,6 +259,7 @@ where
     Ok((a, b))
 }
 
+/// "median M (min-max a-b)" with `digits` decimals.
 fn summary(values: &mut [f64], digits: usize) -> String {
     let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
     let hi = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);

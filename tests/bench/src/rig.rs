@@ -246,6 +246,20 @@ impl Api {
         Ok(())
     }
 
+    /// Publishes a request body given as bytes (`{"type","data","id"}`).
+    pub async fn publish_raw(&self, body: Bytes) -> anyhow::Result<()> {
+        let resp = self
+            .http
+            .post(format!("{}/v1/tenants/bench/events", self.base))
+            .bearer_auth(TOKEN)
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await?;
+        anyhow::ensure!(resp.status() == 202, "publish answered {}", resp.status());
+        Ok(())
+    }
+
     /// The `/metrics` text.
     pub async fn metrics_text(&self) -> anyhow::Result<String> {
         Ok(self
