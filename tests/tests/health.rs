@@ -7,7 +7,9 @@
 
 use std::time::Duration;
 
-use hooklane_tests::{eventually, on_both_backends, test_env, Backend, Receiver, Reply, Server};
+use hooklane_tests::{
+    eventually, on_both_backends, test_env, Backend, Gate, Receiver, Reply, Server,
+};
 use serde_json::{json, Value};
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -99,7 +101,10 @@ async fn a_dead_receiver_is_suspended_notified_once_and_enable_backfills_in_orde
     assert!(data["failing_since"].is_string());
     assert_eq!(data["last_status_code"], 500);
     assert!(data["last_error"].as_str().unwrap().contains("500"));
-    assert!(data["held_events"].is_u64());
+    assert_eq!(
+        data["held_events"], 0,
+        "both deliveries were parked: nothing waits"
+    );
     assert!(data["reenable"].as_str().unwrap().contains("/enable"));
 
     for n in 2..4 {
@@ -292,3 +297,45 @@ on_both_backends!(
     enable_against_a_503_stays_suspended_says_why_and_backfills_nothing,
     an_open_breaker_stops_connecting_to_a_hanging_receiver_and_others_are_unaffected,
 );
+
+/// The notice counts the deliveries that wait for the suspended
+/// subscription: on the embedded store, every queued one. (On AWS, where
+/// queued messages cannot be counted, it counts the spilled ones.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_suspension_notice_counts_the_deliveries_queued_behind_the_failing_one() {
+    let rx = Receiver::start().await;
+    let gate = Gate::new();
+    rx.script("dead", vec![Reply::Gated(gate.clone(), 500)]);
+    rx.set_default("dead", Reply::Status(500));
+    let server = setup(Backend::Embedded, &rx, &[]).await;
+    let sub = server.subscribe("acme", &rx.url("dead"), &["*"]).await;
+    let id = sub["id"].as_str().unwrap().to_owned();
+    server.publish("acme", "a.b", json!({"n": 0})).await;
+    assert!(eventually(WAIT, || gate.reached() == 1).await);
+    let mut last = String::new();
+    for n in 1..5 {
+        last = server.publish("acme", "a.b", json!({ "n": n })).await;
+    }
+    // Fan-out goes in order: once the last is queued, all four are.
+    let mut queued = false;
+    for _ in 0..500 {
+        let (_, event) = server
+            .call("GET", &format!("/v1/tenants/acme/events/{last}"), None)
+            .await;
+        if event["deliveries"].as_array().is_some_and(|d| d.len() == 1) {
+            queued = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(queued, "the four were queued behind the held attempt");
+    gate.open();
+    assert!(wait_status(&server, &id, "suspended").await);
+    assert!(eventually(WAIT, || rx.count("operator") == 1).await);
+    let body: Value = serde_json::from_slice(&rx.requests("operator")[0].body).unwrap();
+    assert_eq!(
+        body["data"]["held_events"], 3,
+        "two parked, three queued behind them: {}",
+        body["data"]
+    );
+}
