@@ -7,6 +7,7 @@
 //! lane with pending rows is started again, and an attempt that was in
 //! flight when the process died is due again when its lease runs out.
 
+mod fan_out;
 mod lanes;
 
 use std::collections::HashSet;
@@ -20,15 +21,13 @@ use tracing::{error, info, warn};
 use crate::config::Config;
 use crate::domain::{SubscriptionId, TenantId};
 use crate::engine::{Engine, Outside, Ports};
-use crate::ports::{NoNotifier, StoreResult, Wakeup};
+use crate::ports::{NoNotifier, Wakeup};
 use crate::sqlite::{Lane, SqliteStore};
 use lanes::Lanes;
 
 /// How long one backfill pass is: the engine queues what the rate allows
 /// in it.
 const BACKFILL_PASS: Duration = Duration::from_secs(1);
-/// How many fan-out jobs the worker takes at a time.
-const FAN_OUT_BATCH: usize = 64;
 /// Pause after a storage error before a worker tries again.
 pub(crate) const ERROR_PAUSE: Duration = Duration::from_millis(500);
 /// How often expired rows are purged.
@@ -38,13 +37,15 @@ pub const RETENTION: time::Duration = time::Duration::days(14);
 
 /// Wake-ups from the engine to the embedded workers, over channels.
 struct ChannelWakeup {
+    at_hand: Arc<fan_out::AtHand>,
     fan_out: Arc<Notify>,
     backfill: Arc<Notify>,
     lanes: mpsc::UnboundedSender<(TenantId, SubscriptionId)>,
 }
 
 impl Wakeup for ChannelWakeup {
-    fn fan_out(&self) {
+    fn fan_out(&self, event: &crate::domain::Event) {
+        self.at_hand.keep(event);
         self.fan_out.notify_one();
     }
 
@@ -80,7 +81,9 @@ impl Embedded {
         let fan_out = Arc::new(Notify::new());
         let backfill = Arc::new(Notify::new());
         let (lane_tx, lane_rx) = mpsc::unbounded_channel();
+        let at_hand = Arc::new(fan_out::AtHand::default());
         let wakeup = Arc::new(ChannelWakeup {
+            at_hand: at_hand.clone(),
             fan_out: fan_out.clone(),
             backfill: backfill.clone(),
             lanes: lane_tx,
@@ -100,7 +103,12 @@ impl Embedded {
         }
         tokio::spawn(backfill_worker(lanes.clone(), store.clone(), backfill));
         tokio::spawn(dispatch(lanes, lane_rx));
-        tokio::spawn(fan_out_worker(engine.clone(), store.clone(), fan_out));
+        tokio::spawn(fan_out::worker(
+            engine.clone(),
+            store.clone(),
+            at_hand,
+            fan_out,
+        ));
         tokio::spawn(purge_worker(store.clone()));
         Ok(Self { engine, store })
     }
@@ -169,41 +177,6 @@ async fn run_backfill(
     if let Ok(mut r) = running.lock() {
         r.remove(&sub);
     }
-}
-
-/// Drains fan-out jobs in acceptance order, so each lane's deliveries are
-/// enqueued in the order their events were accepted (G5).
-async fn fan_out_worker(engine: Arc<Engine>, store: SqliteStore, wake: Arc<Notify>) {
-    loop {
-        let jobs = match store.pending_fan_outs(FAN_OUT_BATCH).await {
-            Ok(jobs) => jobs,
-            Err(e) => {
-                error!(error = %e, "reading fan-out jobs failed");
-                tokio::time::sleep(ERROR_PAUSE).await;
-                continue;
-            }
-        };
-        if jobs.is_empty() {
-            // The timeout is a safety net only: every accept wakes us.
-            let _ = tokio::time::timeout(Duration::from_secs(5), wake.notified()).await;
-            continue;
-        }
-        if let Err(e) = fan_out_jobs(&engine, &store, jobs).await {
-            error!(error = %e, "fan-out failed; will retry");
-            tokio::time::sleep(ERROR_PAUSE).await;
-        }
-    }
-}
-
-async fn fan_out_jobs(
-    engine: &Engine,
-    store: &SqliteStore,
-    jobs: Vec<(i64, crate::domain::Event)>,
-) -> StoreResult<()> {
-    let (seqs, events): (Vec<i64>, Vec<crate::domain::Event>) = jobs.into_iter().unzip();
-    let n = engine.fan_out_many(&events).await?;
-    info!(events = events.len(), deliveries = n, "fanned out");
-    store.complete_fan_outs(seqs).await
 }
 
 async fn purge_worker(store: SqliteStore) {

@@ -278,7 +278,7 @@ mod tests {
     struct Quiet;
 
     impl Wakeup for Quiet {
-        fn fan_out(&self) {}
+        fn fan_out(&self, _: &Event) {}
         fn lanes(&self, _: &TenantId, _: &[SubscriptionId]) {}
         fn backfill(&self) {}
     }

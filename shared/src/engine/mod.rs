@@ -148,7 +148,7 @@ impl Engine {
                 event_id = e.id.as_str(),
                 "event accepted"
             );
-            self.ports.wakeup.fan_out();
+            self.ports.wakeup.fan_out(e);
         }
         Ok(accepted)
     }

@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use time::OffsetDateTime;
 
 use super::StoreResult;
-use crate::domain::{SubscriptionId, TenantId};
+use crate::domain::{Event, SubscriptionId, TenantId};
 use crate::policy::AttemptResult;
 
 /// Tells operators about suspensions on channels beyond the operator
@@ -79,8 +79,9 @@ pub trait Sender: Send + Sync {
 /// Tells the workers that work arrived (no-op where the queue triggers
 /// them itself, as SQS does on AWS).
 pub trait Wakeup: Send + Sync {
-    /// An event awaits fan-out.
-    fn fan_out(&self);
+    /// This event, just accepted, awaits fan-out (at hand: a worker that
+    /// keeps it need not read it back).
+    fn fan_out(&self, event: &Event);
     /// These lanes have new deliveries.
     fn lanes(&self, tenant: &TenantId, subscriptions: &[SubscriptionId]);
     /// A backfill was scheduled.
@@ -92,7 +93,7 @@ pub trait Wakeup: Send + Sync {
 pub struct NoWakeup;
 
 impl Wakeup for NoWakeup {
-    fn fan_out(&self) {}
+    fn fan_out(&self, _: &Event) {}
     fn lanes(&self, _: &TenantId, _: &[SubscriptionId]) {}
     fn backfill(&self) {}
 }

@@ -161,6 +161,45 @@ impl SqliteStore {
         Ok(jobs)
     }
 
+    /// The oldest fan-out jobs' ids, in acceptance order, without their
+    /// events' bodies. A job whose ids do not parse is reported and closed.
+    pub async fn fan_out_job_ids(
+        &self,
+        limit: usize,
+    ) -> StoreResult<Vec<(i64, TenantId, EventId)>> {
+        let rows = self
+            .read(move |conn| {
+                conn.prepare_cached(
+                    "SELECT seq, tenant, event_id FROM fanout_jobs ORDER BY seq LIMIT ?1",
+                )?
+                .query_map(params![limit as i64], |r| {
+                    Ok((
+                        r.get::<_, i64>(0)?,
+                        r.get::<_, String>(1)?,
+                        r.get::<_, String>(2)?,
+                    ))
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()
+            })
+            .await?;
+        let mut jobs = Vec::with_capacity(rows.len());
+        let mut unreadable = Vec::new();
+        for (seq, tenant, id) in rows {
+            match (TenantId::parse(&tenant), EventId::parse(&id)) {
+                (Ok(tenant), Ok(id)) => jobs.push((seq, tenant, id)),
+                _ => {
+                    let why = "its tenant or event id does not parse";
+                    crate::record::unreadable("fan-out job", &seq.to_string(), why);
+                    unreadable.push(seq);
+                }
+            }
+        }
+        if !unreadable.is_empty() {
+            self.complete_fan_outs(unreadable).await?;
+        }
+        Ok(jobs)
+    }
+
     /// Marks fan-out jobs done (after their deliveries are enqueued).
     pub async fn complete_fan_outs(&self, seqs: Vec<i64>) -> StoreResult<()> {
         self.write_relaxed(move |conn| {
