@@ -20,7 +20,7 @@ use crate::domain::{
     SubscriptionId, SubscriptionStatus, TenantId,
 };
 use crate::policy::FailureClass;
-use crate::ports::{StoreError, StoreResult};
+use crate::ports::{SendReport, StoreError, StoreResult};
 
 /// The reserved tenant of the operator webhook.
 pub const OPERATOR_TENANT: &str = "_operator";
@@ -86,8 +86,21 @@ impl Engine {
         let mut entry = last.clone();
         entry.id = AttemptId::generate();
         entry.outcome = "suspended".into();
-        entry.error = Some(reason.clone());
+        entry.error = Some(reason);
         self.ports.attempts.record(&entry).await?;
+        let notice = self.notice(sub, health, class, now).await;
+        self.notify(sub, &notice, now).await
+    }
+
+    /// The suspension notice: who, why, since when, what waits, and how to
+    /// re-enable.
+    async fn notice(
+        &self,
+        sub: &Subscription,
+        health: &Health,
+        class: FailureClass,
+        now: OffsetDateTime,
+    ) -> serde_json::Value {
         // The notice goes out even when the count cannot be read: it says
         // null then, never a made-up number.
         let held = match self.ports.backfills.waiting(sub).await {
@@ -97,13 +110,13 @@ impl Engine {
                 None
             }
         };
-        let notice = json!({
+        json!({
             "subscription_id": sub.id.as_str(),
             "tenant_id": sub.tenant.as_str(),
             "url": sub.url.as_str(),
             "failure_class": class_name(class),
             "failure_count": health.consecutive_failures,
-            "failing_since": rfc3339(since),
+            "failing_since": rfc3339(health.first_failure_at.unwrap_or(now)),
             "suspended_at": rfc3339(now),
             "last_status_code": health.last_status_code,
             "last_error": excerpt(health.last_error.as_deref()),
@@ -113,8 +126,7 @@ impl Engine {
                 sub.tenant.as_str(),
                 sub.id.as_str()
             ),
-        });
-        self.notify(sub, &notice, now).await
+        })
     }
 
     async fn notify(
@@ -143,6 +155,42 @@ impl Engine {
             .await?;
         }
         self.ports.notifier.suspended(notice).await
+    }
+
+    /// Sends one signed `endpoint.probe` to the subscription and logs it
+    /// in its attempt log.
+    async fn probe(&self, sub: &Subscription, now: OffsetDateTime) -> StoreResult<SendReport> {
+        let probe_id = format!("probe_{}", &EventId::generate().as_str()[4..]);
+        let body = json!({
+            "type": "endpoint.probe",
+            "timestamp": rfc3339(now),
+            "data": {"subscription_id": sub.id.as_str()},
+        });
+        let body = serde_json::to_vec(&body).map_err(|e| StoreError::Backend(e.to_string()))?;
+        let report = self.send_signed(sub, &probe_id, 1, body.into(), now).await;
+        let ok = report.result.is_success();
+        self.ports
+            .attempts
+            .record(&Attempt {
+                id: AttemptId::generate(),
+                tenant: sub.tenant.clone(),
+                subscription_id: sub.id.clone(),
+                event_id: EventId::parse(&probe_id).map_err(|e| StoreError::Backend(e.0))?,
+                attempt: 1,
+                started_at: now,
+                duration_ms: report.elapsed.as_millis() as u64,
+                status_code: report.result.status(),
+                outcome: if ok {
+                    "probe_succeeded"
+                } else {
+                    "probe_failed"
+                }
+                .into(),
+                error: (!ok).then(|| report.result.describe()),
+                response_excerpt: report.excerpt.clone(),
+            })
+            .await?;
+        Ok(report)
     }
 
     /// Registers (or updates) the operator webhook's subscription from the
@@ -189,36 +237,8 @@ impl Engine {
             return Ok(sub);
         }
         let now = self.ports.clock.now();
-        let probe_id = format!("probe_{}", &EventId::generate().as_str()[4..]);
-        let body = json!({
-            "type": "endpoint.probe",
-            "timestamp": rfc3339(now),
-            "data": {"subscription_id": sub.id.as_str()},
-        });
-        let body = serde_json::to_vec(&body).map_err(|e| StoreError::Backend(e.to_string()))?;
-        let report = self.send_signed(&sub, &probe_id, 1, body.into(), now).await;
+        let report = self.probe(&sub, now).await?;
         let ok = report.result.is_success();
-        self.ports
-            .attempts
-            .record(&Attempt {
-                id: AttemptId::generate(),
-                tenant: sub.tenant.clone(),
-                subscription_id: sub.id.clone(),
-                event_id: EventId::parse(&probe_id).map_err(|e| StoreError::Backend(e.0))?,
-                attempt: 1,
-                started_at: now,
-                duration_ms: report.elapsed.as_millis() as u64,
-                status_code: report.result.status(),
-                outcome: if ok {
-                    "probe_succeeded"
-                } else {
-                    "probe_failed"
-                }
-                .into(),
-                error: (!ok).then(|| report.result.describe()),
-                response_excerpt: report.excerpt.clone(),
-            })
-            .await?;
         if !ok {
             let reason = format!("re-enable probe failed: {}", report.result.describe());
             self.ports

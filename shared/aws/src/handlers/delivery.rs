@@ -126,47 +126,13 @@ async fn process(ctx: &Deliver, m: SqsMessage) -> Outcome {
 /// conditional attempt start refused).
 async fn attempt(ctx: &Deliver, m: &SqsMessage, p: &Parsed, read_record: bool) -> (Outcome, bool) {
     let record = if read_record {
-        ctx.store.delivery_record(&p.sub, &p.event).await
+        match record_to_attempt(ctx, m, p).await {
+            Ok(record) => record,
+            Err(outcome) => return (outcome, false),
+        }
     } else {
-        Ok(None)
+        DeliveryRecord::queued()
     };
-    let record = match record {
-        Ok(r) => r,
-        Err(StoreError::Unreadable(why)) => {
-            let key = format!("D#{}/E#{}", p.sub, p.event);
-            let why = format!("the delivery record does not parse: {why}");
-            return (park_unreadable(ctx, m, &key, &why).await, false);
-        }
-        Err(e) => {
-            error!(error = %e, "reading delivery record failed");
-            return (Outcome::Retry, false);
-        }
-    };
-    let mut record = record.unwrap_or_else(DeliveryRecord::queued);
-    if record.state == DeliveryState::Parked && m.message_attributes.contains_key("reason") {
-        if let Err(e) = ctx.store.reset_parked(&p.sub, &p.event).await {
-            error!(error = %e, "resetting a redriven delivery failed");
-            return (Outcome::Retry, false);
-        }
-        record = DeliveryRecord::queued();
-    }
-    if matches!(
-        record.state,
-        DeliveryState::Delivered | DeliveryState::Parked
-    ) {
-        // A finished delivery seen again: the process that finished it may
-        // have stopped between the outcome write and moving the lane's
-        // spilled deliveries back to the queue. Move them now, or they
-        // would wait for a lane with nothing left in the queue.
-        if let Err(e) = ctx.store.resume_refill((&p.tenant, &p.sub)).await {
-            error!(error = %e, "refilling after a finished delivery failed");
-            return (Outcome::Retry, false);
-        }
-        return (Outcome::Done, false);
-    }
-    if matches!(record.state, DeliveryState::Dropped | DeliveryState::Held) {
-        return (Outcome::Done, false);
-    }
     let now = OffsetDateTime::now_utc();
     if let Some(due) = record
         .next_attempt_at
@@ -195,6 +161,55 @@ async fn attempt(ctx: &Deliver, m: &SqsMessage, p: &Parsed, read_record: bool) -
             error!(error = %e, "delivery step failed");
             (Outcome::Retry, false)
         }
+    }
+}
+
+/// The delivery's record, when an attempt is still to be made; otherwise
+/// what the message comes to (done, back, or parked as unreadable).
+async fn record_to_attempt(
+    ctx: &Deliver,
+    m: &SqsMessage,
+    p: &Parsed,
+) -> Result<DeliveryRecord, Outcome> {
+    let record = match ctx.store.delivery_record(&p.sub, &p.event).await {
+        Ok(r) => r.unwrap_or_else(DeliveryRecord::queued),
+        Err(StoreError::Unreadable(why)) => {
+            let key = format!("D#{}/E#{}", p.sub, p.event);
+            let why = format!("the delivery record does not parse: {why}");
+            return Err(park_unreadable(ctx, m, &key, &why).await);
+        }
+        Err(e) => {
+            error!(error = %e, "reading delivery record failed");
+            return Err(Outcome::Retry);
+        }
+    };
+    let redriven =
+        record.state == DeliveryState::Parked && m.message_attributes.contains_key("reason");
+    if redriven {
+        return match ctx.store.reset_parked(&p.sub, &p.event).await {
+            Ok(_) => Ok(DeliveryRecord::queued()),
+            Err(e) => {
+                error!(error = %e, "resetting a redriven delivery failed");
+                Err(Outcome::Retry)
+            }
+        };
+    }
+    match record.state {
+        // A finished delivery seen again: the process that finished it may
+        // have stopped between the outcome write and moving the lane's
+        // spilled deliveries back to the queue. Move them now, or they
+        // would wait for a lane with nothing left in the queue.
+        DeliveryState::Delivered | DeliveryState::Parked => {
+            match ctx.store.resume_refill((&p.tenant, &p.sub)).await {
+                Ok(()) => Err(Outcome::Done),
+                Err(e) => {
+                    error!(error = %e, "refilling after a finished delivery failed");
+                    Err(Outcome::Retry)
+                }
+            }
+        }
+        DeliveryState::Dropped | DeliveryState::Held => Err(Outcome::Done),
+        DeliveryState::Pending => Ok(record),
     }
 }
 

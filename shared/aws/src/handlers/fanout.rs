@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
-use hooklane_core::domain::{EventId, SubscriptionId, TenantId};
+use hooklane_core::domain::{Event, EventId, SubscriptionId, TenantId};
 use hooklane_core::engine::Engine;
 use tracing::{error, info, warn};
 
@@ -85,24 +85,31 @@ async fn process(ctx: &FanOut, m: SqsMessage, started: Instant) -> Outcome {
         Some(e) => Ok(Some(e)),
         None => hooklane_core::ports::EventArchive::get(&ctx.store, &tenant, &event_id).await,
     };
-    let event = match archived {
-        Ok(Some(e)) => e,
+    match archived {
+        Ok(Some(event)) => fan_out(ctx, &m, &event, started).await,
         Ok(None) => {
             warn!(
                 event_id = event_id.as_str(),
                 "event no longer archived; nothing to fan out"
             );
-            return Outcome::Done;
+            Outcome::Done
         }
         Err(e) => {
             error!(error = %e, "reading event failed");
-            return Outcome::Retry;
+            Outcome::Retry
         }
-    };
+    }
+}
+
+/// Fans an event out page by page from where an earlier receive stopped,
+/// handing the message back with its cursor when the time budget is spent
+/// or a page fails.
+async fn fan_out(ctx: &FanOut, m: &SqsMessage, event: &Event, started: Instant) -> Outcome {
+    let (tenant, event_id) = (&event.tenant, &event.id);
     // A cursor exists only if an earlier receive of this message handed it
     // back part-way; the first receive has nothing to read.
-    let cursor = if !super::first_receive(&m) {
-        ctx.store.fan_out_cursor(&tenant, &event_id).await
+    let cursor = if !super::first_receive(m) {
+        ctx.store.fan_out_cursor(tenant, event_id).await
     } else {
         Ok(None)
     };
@@ -116,7 +123,7 @@ async fn process(ctx: &FanOut, m: SqsMessage, started: Instant) -> Outcome {
     loop {
         match ctx
             .engine
-            .fan_out_pages(&event, after.clone(), PAGES_PER_PASS)
+            .fan_out_pages(event, after.clone(), PAGES_PER_PASS)
             .await
         {
             Ok((n, None)) => {
@@ -131,12 +138,12 @@ async fn process(ctx: &FanOut, m: SqsMessage, started: Instant) -> Outcome {
             Ok((_, Some(cursor))) => {
                 after = Some(cursor);
                 if started.elapsed() >= ctx.budget {
-                    return hand_back(ctx, &m, &tenant, &event_id, after.as_ref()).await;
+                    return hand_back(ctx, m, tenant, event_id, after.as_ref()).await;
                 }
             }
             Err(e) => {
                 error!(error = %e, "fan-out failed");
-                return hand_back(ctx, &m, &tenant, &event_id, after.as_ref()).await;
+                return hand_back(ctx, m, tenant, event_id, after.as_ref()).await;
             }
         }
     }

@@ -114,26 +114,7 @@ where
     let handle = &handle;
     let mut pending: FuturesUnordered<_> = groups(records)
         .into_iter()
-        .map(|group| async move {
-            let mut out = GroupResult::default();
-            let mut rest = group.into_iter();
-            while let Some(m) = rest.next() {
-                let id = m.message_id.clone().unwrap_or_default();
-                let receipt = m.receipt_handle.clone();
-                match handle(m).await {
-                    Outcome::Done => out.done.extend(receipt),
-                    Outcome::Poison => out.failed.push(id),
-                    Outcome::Retry => {
-                        out.failed.push(id);
-                        for m in rest.by_ref() {
-                            out.failed.push(m.message_id.unwrap_or_default());
-                            out.held.extend(m.receipt_handle);
-                        }
-                    }
-                }
-            }
-            out
-        })
+        .map(|group| run_group(group, handle))
         .collect();
     let mut batch = Batch {
         response: SqsBatchResponse::default(),
@@ -173,9 +154,38 @@ where
         }
     }
     for d in deletes {
-        let _ = d.await;
+        if let Err(e) = d.await {
+            tracing::error!(error = %e, "an early delete's task failed");
+        }
     }
     batch
+}
+
+/// Runs one group's messages in order; on a failure, that message and the
+/// rest of the group go back.
+async fn run_group<F, Fut>(group: Vec<SqsMessage>, handle: &F) -> GroupResult
+where
+    F: Fn(SqsMessage) -> Fut,
+    Fut: Future<Output = Outcome>,
+{
+    let mut out = GroupResult::default();
+    let mut rest = group.into_iter();
+    while let Some(m) = rest.next() {
+        let id = m.message_id.clone().unwrap_or_default();
+        let receipt = m.receipt_handle.clone();
+        match handle(m).await {
+            Outcome::Done => out.done.extend(receipt),
+            Outcome::Poison => out.failed.push(id),
+            Outcome::Retry => {
+                out.failed.push(id);
+                for m in rest.by_ref() {
+                    out.failed.push(m.message_id.unwrap_or_default());
+                    out.held.extend(m.receipt_handle);
+                }
+            }
+        }
+    }
+    out
 }
 
 /// Deletes messages in chunks of ten. A failure is only logged: Lambda
