@@ -1,0 +1,143 @@
+//! Endpoint health's unit tests: the health record, the graded policy,
+//! the backfill ramp and the circuit breaker.
+
+use super::*;
+use crate::domain::{AttemptId, EventId, SubscriptionId, TenantId};
+
+fn attempt(at: OffsetDateTime, status: Option<u16>) -> Attempt {
+    Attempt {
+        id: AttemptId::generate(),
+        tenant: TenantId::parse("t").unwrap(),
+        subscription_id: SubscriptionId::generate(),
+        event_id: EventId::generate(),
+        attempt: 1,
+        started_at: at,
+        duration_ms: 1,
+        status_code: status,
+        outcome: if status == Some(200) {
+            "delivered"
+        } else {
+            "parked"
+        }
+        .into(),
+        error: None,
+        response_excerpt: None,
+    }
+}
+
+fn seq(at: OffsetDateTime) -> Sequence {
+    Sequence {
+        first_attempt_at: at,
+        event_at: at,
+    }
+}
+
+fn streak(n: u32, class: FailureClass, first: OffsetDateTime) -> Health {
+    let mut h = Health::default();
+    for _ in 0..n {
+        h = next_health(&h, &attempt(first, Some(500)), Some(class), seq(first));
+    }
+    h
+}
+
+#[test]
+fn four_failures_then_a_success_reset_the_count_and_the_first_failure_time() {
+    let t0 = OffsetDateTime::now_utc();
+    let h = streak(4, FailureClass::Retryable, t0);
+    assert_eq!(h.consecutive_failures, 4);
+    let h = next_health(&h, &attempt(t0, Some(200)), None, seq(t0));
+    assert_eq!(h.consecutive_failures, 0);
+    assert!(h.first_failure_at.is_none());
+    assert_eq!(h.last_outcome.as_deref(), Some("delivered"));
+}
+
+#[test]
+fn thirty_retryable_failures_suspend_only_after_twelve_hours() {
+    let p = SuspendPolicy::default();
+    let now = OffsetDateTime::now_utc();
+    let recent = streak(
+        30,
+        FailureClass::Retryable,
+        now - time::Duration::minutes(10),
+    );
+    assert_eq!(p.reached(&recent, now), None);
+    let old = streak(30, FailureClass::Retryable, now - time::Duration::hours(13));
+    assert_eq!(p.reached(&old, now), Some(FailureClass::Retryable));
+}
+
+#[test]
+fn severe_classes_suspend_sooner_and_count_toward_milder_limits() {
+    let p = SuspendPolicy::default();
+    let now = OffsetDateTime::now_utc();
+    let fatal = streak(3, FailureClass::Fatal, now - time::Duration::minutes(16));
+    assert_eq!(p.reached(&fatal, now), Some(FailureClass::Fatal));
+    let mut mixed = streak(
+        3,
+        FailureClass::Permanent,
+        now - time::Duration::minutes(61),
+    );
+    for _ in 0..2 {
+        mixed = next_health(
+            &mixed,
+            &attempt(now, None),
+            Some(FailureClass::Fatal),
+            seq(now),
+        );
+    }
+    assert_eq!(p.reached(&mixed, now), Some(FailureClass::Permanent));
+    let few = streak(4, FailureClass::Permanent, now - time::Duration::hours(2));
+    assert_eq!(p.reached(&few, now), None, "count not reached");
+}
+
+#[test]
+fn the_policy_parses_and_names_what_is_wrong() {
+    let p = SuspendPolicy::parse("retryable=2/1s,fatal=1/0s").unwrap();
+    assert_eq!(p.retryable.count, 2);
+    assert_eq!(p.permanent, SuspendPolicy::default().permanent);
+    assert!(SuspendPolicy::parse("sometimes=1/1s")
+        .unwrap_err()
+        .contains("sometimes"));
+    assert!(SuspendPolicy::parse("fatal=0/1s").is_err());
+    assert!(SuspendPolicy::parse("fatal=3").is_err());
+}
+
+#[test]
+fn the_breaker_opens_after_n_failures_defers_then_lets_one_attempt_through() {
+    let cfg = BreakerConfig::parse("failures=2,open=10s,max_open=15s").unwrap();
+    let t0 = OffsetDateTime::now_utc();
+    let b = Breaker::Closed { failures: 0 }.after(false, &cfg, t0);
+    assert_eq!(b, Breaker::Closed { failures: 1 });
+    let b = b.after(false, &cfg, t0);
+    assert!(matches!(b, Breaker::Open { .. }));
+    assert!(matches!(
+        b.admit(t0 + time::Duration::seconds(5)).0,
+        Admit::Defer(_)
+    ));
+    let (admit, half) = b.admit(t0 + time::Duration::seconds(11));
+    assert_eq!(admit, Admit::Go);
+    assert!(matches!(half, Breaker::HalfOpen { .. }));
+    let reopened = half.after(false, &cfg, t0);
+    assert_eq!(
+        reopened,
+        Breaker::Open {
+            until: t0 + Duration::from_secs(15),
+            open_for: Duration::from_secs(15)
+        },
+        "doubled, capped at max_open"
+    );
+    assert_eq!(half.after(true, &cfg, t0), Breaker::Closed { failures: 0 });
+}
+
+#[test]
+fn backfill_ramps_from_a_quarter_to_the_full_rate_over_two_minutes() {
+    assert_eq!(
+        backfill_interval(4.0, Duration::ZERO),
+        Duration::from_secs(1)
+    );
+    assert_eq!(
+        backfill_interval(4.0, Duration::from_secs(600)),
+        Duration::from_millis(250)
+    );
+    let mid = backfill_interval(4.0, Duration::from_secs(60));
+    assert!(mid > Duration::from_millis(250) && mid < Duration::from_secs(1));
+}
