@@ -19,6 +19,7 @@ mod dead_letters;
 mod deliveries;
 mod events;
 mod lane_flags;
+mod records;
 mod resources;
 mod spill;
 mod subscriptions;

@@ -1,0 +1,141 @@
+//! The delivery record's writes: the conditional attempt start (exact,
+//! idempotent attempt numbers), the outcome (on condition the delivery is
+//! still pending) and the hold of a suspended subscription's delivery.
+
+use hooklane_core::domain::{Delivery, DeliveryState};
+use hooklane_core::ports::{End, Finish, StoreResult};
+use hooklane_core::record::ms;
+use time::OffsetDateTime;
+
+use super::deliveries::{by_event_pk, parked_pk, record_pk, record_sk, truncate};
+use super::{padded, time_seq, took_effect, AwsStore, RETENTION_SECS};
+use crate::{number_attr, string_attr};
+
+impl AwsStore {
+    /// Marks a suspended subscription's delivery as held (the backfill
+    /// after re-enabling covers it), creating the record if needed.
+    pub(super) async fn hold(&self, d: &Delivery) -> StoreResult<()> {
+        let now = OffsetDateTime::now_utc();
+        let res = self
+            .ddb
+            .update_item()
+            .table_name(&self.settings.table)
+            .key("pk", string_attr(record_pk(&d.subscription_id)))
+            .key("sk", string_attr(record_sk(&d.event_id)))
+            .update_expression(
+                "SET #state = :held, tenant = :t, subscription_id = :s, event_id = :e, event_type = :ty, \
+                 attempts = if_not_exists(attempts, :zero), gsi1pk = :g1, gsi1sk = :s, expires_at = :exp",
+            )
+            .condition_expression("attribute_not_exists(pk) OR #state = :pending")
+            .expression_attribute_names("#state", "state")
+            .expression_attribute_values(":held", string_attr("held"))
+            .expression_attribute_values(":pending", string_attr("pending"))
+            .expression_attribute_values(":zero", number_attr(0))
+            .expression_attribute_values(":t", string_attr(d.tenant.as_str()))
+            .expression_attribute_values(":s", string_attr(d.subscription_id.as_str()))
+            .expression_attribute_values(":e", string_attr(d.event_id.as_str()))
+            .expression_attribute_values(":ty", string_attr(d.event_type.as_str()))
+            .expression_attribute_values(":g1", string_attr(by_event_pk(&d.tenant, &d.event_id)))
+            .expression_attribute_values(":exp", number_attr(now.unix_timestamp() + RETENTION_SECS))
+            .send()
+            .await;
+        took_effect(res).map(|_| ())
+    }
+
+    /// One try of the conditional write that starts attempt
+    /// `d.attempts + 1`: it holds for a new record at attempt zero, for a
+    /// pending record still at `d.attempts`, or for this very write (its
+    /// `token`) already applied.
+    pub(super) async fn try_begin(
+        &self,
+        d: &Delivery,
+        now: OffsetDateTime,
+        lease_until: OffsetDateTime,
+        token: &str,
+    ) -> StoreResult<bool> {
+        let res = self
+            .ddb
+            .update_item()
+            .table_name(&self.settings.table)
+            .key("pk", string_attr(record_pk(&d.subscription_id)))
+            .key("sk", string_attr(record_sk(&d.event_id)))
+            .update_expression(
+                "SET attempts = :next, tenant = :t, subscription_id = :s, \
+                 event_id = :e, event_type = :ty, #state = :pending, attempt_token = :token, \
+                 first_attempt_at = if_not_exists(first_attempt_at, :now), last_attempt_at = :now, \
+                 next_attempt_at = :lease, gsi1pk = :g1, gsi1sk = :s, expires_at = :exp",
+            )
+            .condition_expression(
+                "(attribute_not_exists(pk) AND :n = :zero) OR (#state = :pending AND attempts = :n) \
+                 OR attempt_token = :token",
+            )
+            .expression_attribute_names("#state", "state")
+            .expression_attribute_values(":zero", number_attr(0))
+            .expression_attribute_values(":n", number_attr(d.attempts))
+            .expression_attribute_values(":next", number_attr(d.attempts + 1))
+            .expression_attribute_values(":token", string_attr(token))
+            .expression_attribute_values(":t", string_attr(d.tenant.as_str()))
+            .expression_attribute_values(":s", string_attr(d.subscription_id.as_str()))
+            .expression_attribute_values(":e", string_attr(d.event_id.as_str()))
+            .expression_attribute_values(":ty", string_attr(d.event_type.as_str()))
+            .expression_attribute_values(":pending", string_attr("pending"))
+            .expression_attribute_values(":now", number_attr(ms(now)))
+            .expression_attribute_values(":lease", number_attr(ms(lease_until)))
+            .expression_attribute_values(":g1", string_attr(by_event_pk(&d.tenant, &d.event_id)))
+            .expression_attribute_values(":exp", number_attr(now.unix_timestamp() + RETENTION_SECS))
+            .send()
+            .await;
+        took_effect(res)
+    }
+
+    /// The outcome's one conditional update of the delivery record (on
+    /// condition it is still pending); `false` when it was not.
+    pub(super) async fn write_outcome(&self, d: &Delivery, finish: &Finish) -> StoreResult<bool> {
+        let last = finish.attempt.as_ref();
+        let now = OffsetDateTime::now_utc();
+        let mut req = self
+            .ddb
+            .update_item()
+            .table_name(&self.settings.table)
+            .key("pk", string_attr(record_pk(&d.subscription_id)))
+            .key("sk", string_attr(record_sk(&d.event_id)))
+            .expression_attribute_names("#state", "state")
+            .expression_attribute_values(":pending", string_attr("pending"))
+            .expression_attribute_values(":updated", number_attr(ms(now)));
+        let mut set = vec!["#state = :state", "updated_at = :updated"];
+        if let Some(code) = last.and_then(|a| a.status_code) {
+            set.push("last_status = :status");
+            req = req.expression_attribute_values(":status", number_attr(code));
+        }
+        if let Some(err) = last.and_then(|a| a.error.as_ref()) {
+            set.push("last_error = :error");
+            req = req.expression_attribute_values(":error", string_attr(truncate(err, 1000)));
+        }
+        let state = match &finish.end {
+            End::Delivered => DeliveryState::Delivered,
+            End::Dropped | End::Held => DeliveryState::Dropped,
+            End::Retry(at) => {
+                set.push("next_attempt_at = :next");
+                req = req.expression_attribute_values(":next", number_attr(ms(*at)));
+                DeliveryState::Pending
+            }
+            End::Parked(reason) => {
+                set.push("reason = :reason, parked_at = :updated, gsi2pk = :g2, gsi2sk = :g2s");
+                req = req
+                    .expression_attribute_values(":reason", string_attr(truncate(reason, 1000)))
+                    .expression_attribute_values(":g2", string_attr(parked_pk(&d.tenant)))
+                    .expression_attribute_values(":g2s", string_attr(padded(time_seq(now))));
+                DeliveryState::Parked
+            }
+        };
+        // A delivery never attempted has no record: nothing to finish.
+        let condition = "#state = :pending";
+        let res = req
+            .update_expression(format!("SET {}", set.join(", ")))
+            .condition_expression(condition)
+            .expression_attribute_values(":state", string_attr(state.as_str()))
+            .send()
+            .await;
+        took_effect(res)
+    }
+}
