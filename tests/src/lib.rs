@@ -6,6 +6,7 @@
 pub mod aws;
 mod both;
 pub mod child;
+pub mod edges;
 pub mod faults;
 pub mod receiver;
 
