@@ -2,14 +2,32 @@
 //! POST to a subscriber.
 //!
 //! The flow, and the module that owns each step:
+//!
+//! ```text
+//! api ──publish──▶ engine ──EventArchive::accept──▶ store
+//!                    │  fan-out: SubscriptionStore::matching, LaneQueue::enqueue
+//!                    │  deliver: SubscriptionStore::get (tombstone), LaneQueue::begin,
+//!                    │           sign, Sender::send, classify, LaneQueue::finish(Finish)
+//!                    │  health:  suspension (Suspensions), notice, probe, re-enable
+//!                    │  requeue: replay (DeadLetters::list) and paced backfill passes
+//!                    │           (EventArchive::window, Backfills), one rule (Retake)
+//!                    ▼
+//!          ports: one trait per capability; adapters: sqlite (here), AWS (hooklane-aws)
+//! ```
+//!
 //! - [`api`]: the HTTP API of `../shared/API.md`; parses input into
 //!   [`domain`] newtypes (checking URLs with [`egress`]) and calls the engine.
-//! - [`engine`]: publish (archive + schedule fan-out), fan-out (one delivery
-//!   per matching subscription) and one delivery attempt (prepare, sign with
-//!   [`signing`], send through [`sender`], classify with [`policy`], record).
+//! - [`engine`]: publish, fan-out, one delivery attempt (prepare, sign with
+//!   [`signing`], send through [`sender`], classify with [`policy`], record),
+//!   endpoint health ([`health`]) and requeues, over [`engine::Ports`]
+//!   built once ([`engine::Ports::build`]).
+//! - [`domain`]: the newtypes, the records, and the rules the stores share:
+//!   the delivery state and its one view mapping, the requeue rule; with
+//!   [`record`], the one stored form of a subscription.
 //! - [`ports`]: the narrow traits the engine works through.
-//! - [`sqlite`]: the embedded adapter of every port; [`embedded`] runs the
-//!   fan-out worker and one lane per subscription over it (`hooklane serve`).
+//! - [`sqlite`]: the embedded adapter of every store port; [`embedded`] runs
+//!   the fan-out worker, the backfill passes and one task per lane with work
+//!   over it (`hooklane serve`).
 //! - [`config`]: typed configuration read once from `HOOKLANE_*`.
 
 pub mod api;

@@ -1,4 +1,4 @@
-//! `DeliveryQueue` over SQLite: one row per (event, subscription); a lane is
+//! `LaneQueue` over SQLite: one row per (event, subscription); a lane is
 //! a subscription's pending rows in `seq` order. An attempt in flight keeps
 //! its row (a lease: `next_attempt_at` moves past the attempt timeout), so a
 //! crash at any point leaves it due again, never lost.
