@@ -84,36 +84,48 @@ async fn poll(sqs: aws_sdk_sqs::Client, queue_url: String, handler: Handler) {
         }
         let (sqs, queue_url, handler) = (sqs.clone(), queue_url.clone(), handler.clone());
         tokio::spawn(async move {
-            let response = handler(to_event(&messages)).await;
-            let failed: Vec<String> = response
-                .batch_item_failures
-                .into_iter()
-                .map(|f| f.item_identifier)
-                .collect();
-            let done: Vec<DeleteMessageBatchRequestEntry> = messages
-                .iter()
-                .filter(|m| m.message_id.as_ref().is_some_and(|id| !failed.contains(id)))
-                .filter_map(|m| {
-                    DeleteMessageBatchRequestEntry::builder()
-                        .id(m.message_id.clone()?)
-                        .receipt_handle(m.receipt_handle.clone()?)
-                        .build()
-                        .ok()
-                })
-                .collect();
-            if !done.is_empty() {
-                if let Err(e) = sqs
-                    .delete_message_batch()
-                    .queue_url(&queue_url)
-                    .set_entries(Some(done))
-                    .send()
-                    .await
-                {
-                    error!(error = %aws_smithy_types::error::display::DisplayErrorContext(e), "delete failed");
-                }
-            }
+            invoke(&sqs, &queue_url, &handler, messages).await;
             drop(permit);
         });
+    }
+}
+
+/// One invocation: the handler on the batch, then, as the mapping does,
+/// the deletion of every message not reported as a failure.
+async fn invoke(
+    sqs: &aws_sdk_sqs::Client,
+    queue_url: &str,
+    handler: &Handler,
+    messages: Vec<Message>,
+) {
+    let response = handler(to_event(&messages)).await;
+    let failed: Vec<String> = response
+        .batch_item_failures
+        .into_iter()
+        .map(|f| f.item_identifier)
+        .collect();
+    let done: Vec<DeleteMessageBatchRequestEntry> = messages
+        .iter()
+        .filter(|m| m.message_id.as_ref().is_some_and(|id| !failed.contains(id)))
+        .filter_map(|m| {
+            DeleteMessageBatchRequestEntry::builder()
+                .id(m.message_id.clone()?)
+                .receipt_handle(m.receipt_handle.clone()?)
+                .build()
+                .ok()
+        })
+        .collect();
+    if done.is_empty() {
+        return;
+    }
+    let deleted = sqs
+        .delete_message_batch()
+        .queue_url(queue_url)
+        .set_entries(Some(done))
+        .send()
+        .await;
+    if let Err(e) = deleted {
+        error!(error = %aws_smithy_types::error::display::DisplayErrorContext(e), "delete failed");
     }
 }
 

@@ -136,31 +136,48 @@ impl Lanes {
                 }
                 continue;
             }
-            // Nor while waiting for a tenant permit; the engine reads it then.
-            let (permit, event) = match permits.clone().try_acquire_owned() {
-                Ok(permit) => (permit, event),
-                Err(_) => {
-                    drop(event);
-                    let Ok(permit) = permits.clone().acquire_owned().await else {
-                        return;
-                    };
-                    (permit, None)
-                }
-            };
-            let step = self.engine.deliver(&d, event).await;
-            drop(permit);
-            match step {
-                Ok(Step::Skipped) => {
-                    // Not attemptable now (taken elsewhere): the lane
-                    // restarts on its next wake-up.
-                    self.retire(&key, None);
-                    return;
-                }
-                Ok(_) => {}
-                Err(e) => {
-                    error!(subscription_id = key.0.as_str(), error = %e, "delivery step failed");
-                    tokio::time::sleep(ERROR_PAUSE).await;
-                }
+            if !self.attempt(&key, &d, event, &permits).await {
+                return;
+            }
+        }
+    }
+
+    /// Attempts a due head under a tenant permit; `false` when the lane
+    /// should stop (the delivery is taken elsewhere, or the runtime is
+    /// going away).
+    async fn attempt(
+        &self,
+        key: &Key,
+        d: &crate::domain::Delivery,
+        event: Option<crate::domain::Event>,
+        permits: &Arc<Semaphore>,
+    ) -> bool {
+        // The event is not held while waiting for a permit; the engine
+        // reads it then.
+        let (permit, event) = match permits.clone().try_acquire_owned() {
+            Ok(permit) => (permit, event),
+            Err(_) => {
+                drop(event);
+                let Ok(permit) = permits.clone().acquire_owned().await else {
+                    return false;
+                };
+                (permit, None)
+            }
+        };
+        let step = self.engine.deliver(d, event).await;
+        drop(permit);
+        match step {
+            Ok(Step::Skipped) => {
+                // Not attemptable now (taken elsewhere): the lane
+                // restarts on its next wake-up.
+                self.retire(key, None);
+                false
+            }
+            Ok(_) => true,
+            Err(e) => {
+                error!(subscription_id = key.0.as_str(), error = %e, "delivery step failed");
+                tokio::time::sleep(ERROR_PAUSE).await;
+                true
             }
         }
     }
