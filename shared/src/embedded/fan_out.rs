@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 use tracing::{error, info};
@@ -22,10 +22,14 @@ use crate::sqlite::SqliteStore;
 /// How many fan-out jobs the worker takes at a time.
 const FAN_OUT_BATCH: usize = 64;
 /// Event bytes kept at hand at most; past it, the worker reads them back.
-const AT_HAND_BYTES: usize = 16 << 20;
+const AT_HAND_BYTES: usize = 4 << 20;
+/// An event kept this long was fanned out without it (the worker read its
+/// job before the publish path kept it): it goes when room is needed.
+const STALE: Duration = Duration::from_secs(5);
 
-/// Events kept, by tenant and id, and their body bytes in all.
-type Kept = (HashMap<(TenantId, EventId), Event>, usize);
+/// Events kept, by tenant and id, with when each was kept, and their body
+/// bytes in all.
+type Kept = (HashMap<(TenantId, EventId), (Event, Instant)>, usize);
 
 /// Events just accepted and not yet fanned out.
 #[derive(Default)]
@@ -34,45 +38,38 @@ pub(super) struct AtHand {
 }
 
 impl AtHand {
-    /// Keeps an accepted event for the worker, within the bound.
+    /// Keeps an accepted event for the worker, within the bound (making
+    /// room by dropping stale ones first).
     pub(super) fn keep(&self, e: &Event) {
-        if let Ok(mut kept) = self.events.lock() {
-            let (map, bytes) = &mut *kept;
-            if *bytes + e.payload.len() <= AT_HAND_BYTES {
-                *bytes += e.payload.len();
-                map.insert((e.tenant.clone(), e.id.clone()), e.clone());
-            }
+        let Ok(mut kept) = self.events.lock() else {
+            return;
+        };
+        let (map, bytes) = &mut *kept;
+        if *bytes + e.payload.len() > AT_HAND_BYTES {
+            map.retain(|_, (old, at)| {
+                let stale = at.elapsed() >= STALE;
+                if stale {
+                    *bytes -= old.payload.len();
+                }
+                !stale
+            });
+        }
+        if *bytes + e.payload.len() <= AT_HAND_BYTES {
+            *bytes += e.payload.len();
+            map.insert(
+                (e.tenant.clone(), e.id.clone()),
+                (e.clone(), Instant::now()),
+            );
         }
     }
 
-    /// The jobs' events, in order, if every one is at hand (taken out).
-    fn take_all(&self, jobs: &[(i64, TenantId, EventId)]) -> Option<Vec<Event>> {
+    /// Takes one job's event out, if it is at hand.
+    fn take(&self, tenant: &TenantId, id: &EventId) -> Option<Event> {
         let mut kept = self.events.lock().ok()?;
         let (map, bytes) = &mut *kept;
-        if !jobs
-            .iter()
-            .all(|(_, t, id)| map.contains_key(&(t.clone(), id.clone())))
-        {
-            return None;
-        }
-        let events: Vec<Event> = jobs
-            .iter()
-            .filter_map(|(_, t, id)| map.remove(&(t.clone(), id.clone())))
-            .collect();
-        *bytes -= events.iter().map(|e| e.payload.len()).sum::<usize>();
-        Some(events)
-    }
-
-    /// Drops what is kept of these events (read back instead).
-    fn forget(&self, events: &[Event]) {
-        if let Ok(mut kept) = self.events.lock() {
-            let (map, bytes) = &mut *kept;
-            for e in events {
-                if let Some(gone) = map.remove(&(e.tenant.clone(), e.id.clone())) {
-                    *bytes -= gone.payload.len();
-                }
-            }
-        }
+        let (event, _) = map.remove(&(tenant.clone(), id.clone()))?;
+        *bytes -= event.payload.len();
+        Some(event)
     }
 }
 
@@ -103,17 +100,30 @@ pub(super) async fn worker(
     }
 }
 
-/// The oldest jobs with their events: from what is at hand when all are,
-/// else read back with the jobs.
+/// The oldest jobs with their events, in order: from what is at hand, the
+/// others read back with their jobs (where unreadable ones are reported
+/// and closed).
 async fn next_jobs(store: &SqliteStore, at_hand: &AtHand) -> StoreResult<Vec<(i64, Event)>> {
     let ids = store.fan_out_job_ids(FAN_OUT_BATCH).await?;
-    if let Some(events) = at_hand.take_all(&ids) {
-        return Ok(ids.into_iter().map(|(seq, ..)| seq).zip(events).collect());
+    let found: Vec<(i64, Option<Event>)> = ids
+        .into_iter()
+        .map(|(seq, tenant, id)| (seq, at_hand.take(&tenant, &id)))
+        .collect();
+    if found.iter().all(|(_, e)| e.is_some()) {
+        return Ok(found
+            .into_iter()
+            .filter_map(|(seq, e)| Some((seq, e?)))
+            .collect());
     }
-    let jobs = store.pending_fan_outs(FAN_OUT_BATCH).await?;
-    let events: Vec<Event> = jobs.iter().map(|(_, e)| e.clone()).collect();
-    at_hand.forget(&events);
-    Ok(jobs)
+    let mut read_back: HashMap<i64, Event> = store
+        .pending_fan_outs(FAN_OUT_BATCH)
+        .await?
+        .into_iter()
+        .collect();
+    Ok(found
+        .into_iter()
+        .filter_map(|(seq, e)| Some((seq, e.or_else(|| read_back.remove(&seq))?)))
+        .collect())
 }
 
 async fn fan_out(engine: &Engine, store: &SqliteStore, jobs: Vec<(i64, Event)>) -> StoreResult<()> {
@@ -137,37 +147,30 @@ mod tests {
         }
     }
 
-    fn job(n: u32) -> (i64, TenantId, EventId) {
-        let e = event(n, 0);
-        (i64::from(n), e.tenant, e.id)
-    }
-
     #[test]
-    fn jobs_are_served_from_hand_only_when_every_event_is_there() {
+    fn an_event_kept_is_taken_once() {
         let at_hand = AtHand::default();
-        at_hand.keep(&event(1, 10));
-        assert!(
-            at_hand.take_all(&[job(1), job(2)]).is_none(),
-            "2 is not at hand"
-        );
-        at_hand.keep(&event(2, 10));
-        let events = at_hand.take_all(&[job(1), job(2)]).expect("both at hand");
-        let ids: Vec<&str> = events.iter().map(|e| e.id.as_str()).collect();
-        assert_eq!(ids, ["evt_1", "evt_2"], "in the jobs' order");
-        assert!(at_hand.take_all(&[job(1)]).is_none(), "taken once");
+        let e = event(1, 10);
+        at_hand.keep(&e);
+        assert!(at_hand.take(&e.tenant, &e.id).is_some());
+        assert!(at_hand.take(&e.tenant, &e.id).is_none(), "taken once");
     }
 
     #[test]
     fn what_is_kept_stays_within_its_bound_in_bytes() {
         let at_hand = AtHand::default();
-        at_hand.keep(&event(1, AT_HAND_BYTES - 5));
-        at_hand.keep(&event(2, 10));
+        let (big, small) = (event(1, AT_HAND_BYTES - 5), event(2, 10));
+        at_hand.keep(&big);
+        at_hand.keep(&small);
         assert!(
-            at_hand.take_all(&[job(2)]).is_none(),
+            at_hand.take(&small.tenant, &small.id).is_none(),
             "past the bound: read back"
         );
-        at_hand.forget(&[event(1, 0)]);
-        at_hand.keep(&event(2, 10));
-        assert!(at_hand.take_all(&[job(2)]).is_some(), "room again");
+        at_hand.take(&big.tenant, &big.id);
+        at_hand.keep(&small);
+        assert!(
+            at_hand.take(&small.tenant, &small.id).is_some(),
+            "room again"
+        );
     }
 }
