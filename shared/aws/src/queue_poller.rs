@@ -5,6 +5,15 @@
 //! reported failures to their visibility timeout, as the real mapping does.
 //! Pointed at any endpoint by `AWS_ENDPOINT_URL` (a local AWS-compatible
 //! server in tests).
+//!
+//! Receives are short polls: a receive that comes back empty is followed
+//! by a pause that doubles from 50 ms up to 1 s (reset by the first
+//! message), so an idle queue costs about what one-second long polls cost.
+//! Long polls are not used because on a FIFO queue whose visible messages
+//! all belong to groups in flight (hung receivers holding their lanes),
+//! the local AWS-compatible server answers a long poll by scanning the
+//! queue over and over for the whole wait, which starves every other call
+//! it serves (a fan-out's sends took a second each).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -25,6 +34,8 @@ use crate::{AwsStore, Settings};
 /// Concurrent invocations per queue, like the mapping's
 /// `ScalingConfig.MaximumConcurrency` (each holds up to 10 messages).
 const MAX_INVOCATIONS: usize = 500;
+/// The first pause after an empty receive, and the longest.
+const IDLE_PAUSE: (Duration, Duration) = (Duration::from_millis(50), Duration::from_secs(1));
 
 type Handler =
     Arc<dyn Fn(SqsEvent) -> Pin<Box<dyn Future<Output = SqsBatchResponse> + Send>> + Send + Sync>;
@@ -58,6 +69,7 @@ pub fn to_event(messages: &[Message]) -> SqsEvent {
 /// Polls one queue forever, running `handler` on each batch.
 async fn poll(sqs: aws_sdk_sqs::Client, queue_url: String, handler: Handler) {
     let slots = Arc::new(Semaphore::new(MAX_INVOCATIONS));
+    let mut pause = IDLE_PAUSE.0;
     loop {
         let Ok(permit) = slots.clone().acquire_owned().await else {
             return;
@@ -66,7 +78,7 @@ async fn poll(sqs: aws_sdk_sqs::Client, queue_url: String, handler: Handler) {
             .receive_message()
             .queue_url(&queue_url)
             .max_number_of_messages(10)
-            .wait_time_seconds(1)
+            .wait_time_seconds(0)
             .message_system_attribute_names(MessageSystemAttributeName::All)
             .message_attribute_names("All")
             .send()
@@ -80,8 +92,12 @@ async fn poll(sqs: aws_sdk_sqs::Client, queue_url: String, handler: Handler) {
             }
         };
         if messages.is_empty() {
+            drop(permit);
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(IDLE_PAUSE.1);
             continue;
         }
+        pause = IDLE_PAUSE.0;
         let (sqs, queue_url, handler) = (sqs.clone(), queue_url.clone(), handler.clone());
         tokio::spawn(async move {
             invoke(&sqs, &queue_url, &handler, messages).await;
