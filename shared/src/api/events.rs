@@ -82,11 +82,17 @@ pub(super) async fn publish(
         .json_text("data")?
         .ok_or_else(|| ApiError::bad_request("data", "`data` is required"))?;
     let created_at = state.engine.ports.clock.now();
-    let payload = serde_json::to_vec(&Payload {
-        event_type: event_type.as_str(),
-        timestamp: rfc3339(created_at),
-        data,
-    })
+    // Sized for `{"type":…,"timestamp":…,"data":…}` up front: the body is
+    // kept as written (archive, fan-out), so no doubled allocation with it.
+    let mut payload = Vec::with_capacity(data.get().len() + event_type.as_str().len() + 64);
+    serde_json::to_writer(
+        &mut payload,
+        &Payload {
+            event_type: event_type.as_str(),
+            timestamp: rfc3339(created_at),
+            data,
+        },
+    )
     .map_err(ApiError::internal)?;
     let event = Event {
         id,

@@ -6,7 +6,7 @@
 //! restart, or past the bound of what is kept, the worker reads the events
 //! back with their jobs.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -22,29 +22,53 @@ use crate::sqlite::SqliteStore;
 /// How many fan-out jobs the worker takes at a time.
 const FAN_OUT_BATCH: usize = 64;
 /// Event bytes kept at hand at most; past it, the worker reads them back.
-const AT_HAND_BYTES: usize = 4 << 20;
-/// An event kept this long was fanned out without it (the worker read its
-/// job before the publish path kept it): it goes when room is needed.
+const AT_HAND_BYTES: usize = 1 << 20;
+/// An event kept this long was fanned out without it: it goes when room
+/// is needed.
 const STALE: Duration = Duration::from_secs(5);
+/// Events read back before they were kept, remembered at most (past it,
+/// the list starts over: an event kept after all is then stale in time).
+const LATE_KEPT: usize = 4096;
 
-/// Events kept, by tenant and id, with when each was kept, and their body
-/// bytes in all.
-type Kept = (HashMap<(TenantId, EventId), (Event, Instant)>, usize);
+type Key = (TenantId, EventId);
+
+/// Events kept, with when each was kept, and their body bytes in all; and
+/// the events the worker read back before the publish path kept them.
+#[derive(Default)]
+struct Kept {
+    events: HashMap<Key, (Event, Instant)>,
+    bytes: usize,
+    late: HashSet<Key>,
+}
 
 /// Events just accepted and not yet fanned out.
+///
+/// The publish path keeps an event after its fan-out job is committed, so
+/// the worker can read a job before its event is kept (SQLite commits
+/// accepts in groups, and the worker may see a whole group before each
+/// publisher has had its turn). It then reads the event back and notes it
+/// as late, and the publish path does not keep a late event: nothing is
+/// kept that no job will take.
 #[derive(Default)]
 pub(super) struct AtHand {
-    events: Mutex<Kept>,
+    kept: Mutex<Kept>,
 }
 
 impl AtHand {
     /// Keeps an accepted event for the worker, within the bound (making
-    /// room by dropping stale ones first).
+    /// room by dropping stale ones first), unless it was already read back.
     pub(super) fn keep(&self, e: &Event) {
-        let Ok(mut kept) = self.events.lock() else {
+        let Ok(mut kept) = self.kept.lock() else {
             return;
         };
-        let (map, bytes) = &mut *kept;
+        let Kept {
+            events: map,
+            bytes,
+            late,
+        } = &mut *kept;
+        if late.remove(&(e.tenant.clone(), e.id.clone())) {
+            return;
+        }
         if *bytes + e.payload.len() > AT_HAND_BYTES {
             map.retain(|_, (old, at)| {
                 let stale = at.elapsed() >= STALE;
@@ -65,11 +89,24 @@ impl AtHand {
 
     /// Takes one job's event out, if it is at hand.
     fn take(&self, tenant: &TenantId, id: &EventId) -> Option<Event> {
-        let mut kept = self.events.lock().ok()?;
-        let (map, bytes) = &mut *kept;
-        let (event, _) = map.remove(&(tenant.clone(), id.clone()))?;
-        *bytes -= event.payload.len();
+        let mut kept = self.kept.lock().ok()?;
+        let (event, _) = kept.events.remove(&(tenant.clone(), id.clone()))?;
+        kept.bytes -= event.payload.len();
         Some(event)
+    }
+
+    /// Notes events the worker read back because they were not at hand,
+    /// so that they are not kept if the publish path comes to them later.
+    fn read_back(&self, keys: impl Iterator<Item = Key>) {
+        let Ok(mut kept) = self.kept.lock() else {
+            return;
+        };
+        for key in keys {
+            if kept.late.len() >= LATE_KEPT {
+                kept.late.clear();
+            }
+            kept.late.insert(key);
+        }
     }
 }
 
@@ -120,6 +157,13 @@ async fn next_jobs(store: &SqliteStore, at_hand: &AtHand) -> StoreResult<Vec<(i6
         .await?
         .into_iter()
         .collect();
+    at_hand.read_back(
+        found
+            .iter()
+            .filter(|(_, e)| e.is_none())
+            .filter_map(|(seq, _)| read_back.get(seq))
+            .map(|e| (e.tenant.clone(), e.id.clone())),
+    );
     Ok(found
         .into_iter()
         .filter_map(|(seq, e)| Some((seq, e.or_else(|| read_back.remove(&seq))?)))
@@ -171,6 +215,21 @@ mod tests {
         assert!(
             at_hand.take(&small.tenant, &small.id).is_some(),
             "room again"
+        );
+    }
+
+    #[test]
+    fn an_event_read_back_before_it_was_kept_is_not_kept() {
+        let at_hand = AtHand::default();
+        let e = event(1, 10);
+        at_hand.read_back(std::iter::once((e.tenant.clone(), e.id.clone())));
+        at_hand.keep(&e);
+        assert_eq!(at_hand.kept.lock().unwrap().bytes, 0, "nothing kept");
+        assert!(at_hand.take(&e.tenant, &e.id).is_none());
+        at_hand.keep(&e);
+        assert!(
+            at_hand.take(&e.tenant, &e.id).is_some(),
+            "noted once: kept when it comes again"
         );
     }
 }
