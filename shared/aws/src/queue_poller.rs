@@ -7,7 +7,7 @@
 //! server in tests).
 //!
 //! Receives are short polls: a receive that comes back empty is followed
-//! by a pause that doubles from 50 ms up to 1 s (reset by the first
+//! by a pause that doubles from 200 ms up to 1 s (reset by the first
 //! message), so an idle queue costs about what one-second long polls cost.
 //! Long polls are not used because on a FIFO queue whose visible messages
 //! all belong to groups in flight (hung receivers holding their lanes),
@@ -35,7 +35,7 @@ use crate::{AwsStore, Settings};
 /// `ScalingConfig.MaximumConcurrency` (each holds up to 10 messages).
 const MAX_INVOCATIONS: usize = 500;
 /// The first pause after an empty receive, and the longest.
-const IDLE_PAUSE: (Duration, Duration) = (Duration::from_millis(50), Duration::from_secs(1));
+const IDLE_PAUSE: (Duration, Duration) = (Duration::from_millis(200), Duration::from_secs(1));
 
 type Handler =
     Arc<dyn Fn(SqsEvent) -> Pin<Box<dyn Future<Output = SqsBatchResponse> + Send>> + Send + Sync>;
