@@ -1,6 +1,6 @@
 //! A loopback webhook receiver for tests: one server, one path per
 //! endpoint; each path answers from its script (then its default) and every
-//! request is recorded with its arrival time. `Reply::Hang` accepts the
+//! request is recorded with its arrival time, whatever its method. `Reply::Hang` accepts the
 //! request and never answers; `Reply::Gated` holds it until the test opens
 //! its gate.
 
@@ -12,7 +12,7 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
+use axum::routing::any;
 use axum::Router;
 
 /// How one request is answered.
@@ -24,6 +24,8 @@ pub enum Reply {
     RetryAfter(u16, String),
     /// This status with a body.
     Body(u16, String),
+    /// This status with a `Location` header.
+    Redirect(u16, String),
     /// Accept and never answer.
     Hang,
     /// Hold the request until the gate opens, then answer this status.
@@ -115,7 +117,7 @@ impl Receiver {
     pub async fn start() -> Self {
         let inner = Arc::new(Mutex::new(Inner::default()));
         let app = Router::new()
-            .route("/{name}", post(handle))
+            .route("/{name}", any(handle))
             .with_state(inner.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
@@ -208,6 +210,7 @@ async fn handle(
         Reply::Status(c) => code(c).into_response(),
         Reply::RetryAfter(c, v) => (code(c), [("retry-after", v)]).into_response(),
         Reply::Body(c, b) => (code(c), b).into_response(),
+        Reply::Redirect(c, to) => (code(c), [("location", to)]).into_response(),
         Reply::Gated(gate, c) => {
             gate.pass().await;
             code(c).into_response()

@@ -181,11 +181,18 @@ async fn retry_after_on_429_replaces_the_ladder_delay(backend: Backend) {
 
 async fn redirects_are_not_followed_and_park(backend: Backend) {
     let (server, rx) = setup(backend, &[]).await;
-    rx.set_default("a", Reply::Status(302));
-    let sub = server.subscribe("acme", &rx.url("a"), &["*"]).await;
+    // 302 (which a following client turns into a GET) and 307 (which it
+    // sends again as a POST), each pointing at an endpoint that records
+    // any method.
+    rx.set_default("a", Reply::Redirect(302, rx.url("elsewhere")));
+    rx.set_default("b", Reply::Redirect(307, rx.url("elsewhere")));
+    let a = server.subscribe("acme", &rx.url("a"), &["*"]).await;
+    let b = server.subscribe("acme", &rx.url("b"), &["*"]).await;
     server.publish("acme", "x.y", json!({})).await;
-    assert!(wait_parked(&server, sub["id"].as_str().unwrap(), 1).await);
-    assert_eq!(rx.count("a"), 1);
+    assert!(wait_parked(&server, a["id"].as_str().unwrap(), 1).await);
+    assert!(wait_parked(&server, b["id"].as_str().unwrap(), 1).await);
+    assert_eq!((rx.count("a"), rx.count("b")), (1, 1));
+    assert_eq!(rx.count("elsewhere"), 0, "no redirect was followed");
 }
 
 async fn after_rotation_both_secrets_sign_and_either_verifies(backend: Backend) {
