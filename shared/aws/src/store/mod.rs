@@ -114,6 +114,13 @@ impl AwsStore {
         Ok(resp.item)
     }
 
+    /// The same adapter over another DynamoDB client (tests observe the
+    /// requests the adapter sends through one with an interceptor).
+    pub fn with_dynamodb(mut self, ddb: aws_sdk_dynamodb::Client) -> Self {
+        self.ddb = ddb;
+        self
+    }
+
     /// The resource names in use.
     pub fn settings(&self) -> &Settings {
         &self.settings
