@@ -22,9 +22,12 @@ use hooklane_core::ports::{EventArchive, LaneQueue, NewDelivery, SubscriptionSto
 use hooklane_tests::aws::{fresh_store, sdk};
 use hooklane_tests::{eventually, test_env, Receiver};
 
-/// Each `GetItem` sent: its sort key and its `ConsistentRead`.
+/// One `GetItem` sent: its sort key and its `ConsistentRead`.
+type Sent = (String, Option<bool>);
+
+/// Each `GetItem` sent.
 #[derive(Debug, Default, Clone)]
-struct GetItems(Arc<Mutex<Vec<(String, Option<bool>)>>>);
+struct GetItems(Arc<Mutex<Vec<Sent>>>);
 
 impl Intercept for GetItems {
     fn name(&self) -> &'static str {
