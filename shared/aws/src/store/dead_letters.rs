@@ -5,6 +5,7 @@
 //! sends the message again.
 
 use std::collections::HashMap;
+use std::ops::ControlFlow;
 
 use async_trait::async_trait;
 use aws_sdk_sqs::types::MessageAttributeValue;
@@ -168,40 +169,32 @@ impl DeadLetters for AwsStore {
         limit: usize,
     ) -> StoreResult<Vec<(i64, DeadLetter)>> {
         let mut out = Vec::new();
-        let mut start: Option<Item> = None;
-        loop {
-            let resp = self
-                .ddb
-                .query()
-                .table_name(&self.settings.table)
-                .index_name("gsi2")
-                .key_condition_expression("gsi2pk = :pk AND gsi2sk > :after")
-                .expression_attribute_values(":pk", string_attr(parked_pk(tenant)))
-                .expression_attribute_values(":after", string_attr(padded(after.unwrap_or(0))))
-                .set_exclusive_start_key(start.take())
-                .send()
-                .await
-                .map_err(backend)?;
-            for item in resp.items.unwrap_or_default() {
-                if get_s(&item, "state") != Some("parked") {
-                    continue;
-                }
-                let Some(dl) = readable("parked delivery", &item, dead_letter(&item))? else {
-                    continue;
-                };
-                if subscription.is_some_and(|s| s != &dl.1.subscription_id) {
-                    continue;
-                }
+        let query = self
+            .ddb
+            .query()
+            .table_name(&self.settings.table)
+            .index_name("gsi2")
+            .key_condition_expression("gsi2pk = :pk AND gsi2sk > :after")
+            .expression_attribute_values(":pk", string_attr(parked_pk(tenant)))
+            .expression_attribute_values(":after", string_attr(padded(after.unwrap_or(0))));
+        super::query_pages(query, |item| {
+            if get_s(&item, "state") != Some("parked") {
+                return Ok(ControlFlow::Continue(()));
+            }
+            let Some(dl) = readable("parked delivery", &item, dead_letter(&item))? else {
+                return Ok(ControlFlow::Continue(()));
+            };
+            if subscription.is_none_or(|s| s == &dl.1.subscription_id) {
                 out.push(dl);
-                if out.len() >= limit {
-                    return Ok(out);
-                }
             }
-            match resp.last_evaluated_key {
-                Some(k) if !k.is_empty() => start = Some(k),
-                _ => return Ok(out),
-            }
-        }
+            Ok(if out.len() >= limit {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            })
+        })
+        .await?;
+        Ok(out)
     }
 }
 

@@ -8,6 +8,7 @@ use async_trait::async_trait;
 use hooklane_core::domain::{ArchivePosition, ArchivedEvent, Event, EventId, EventType, TenantId};
 use hooklane_core::ports::{Accepted, EventArchive, StoreError, StoreResult};
 use hooklane_core::record::{from_ms, ms};
+use std::ops::ControlFlow;
 use time::OffsetDateTime;
 
 use super::subscriptions::tenant_pk;
@@ -145,32 +146,23 @@ impl EventArchive for AwsStore {
         limit: usize,
     ) -> StoreResult<Vec<ArchivedEvent>> {
         let mut out = Vec::new();
-        let mut start: Option<Item> = None;
-        loop {
-            let resp = self
-                .ddb
-                .query()
-                .table_name(&self.settings.table)
-                .key_condition_expression("pk = :pk AND begins_with(sk, :e)")
-                .filter_expression("created_at BETWEEN :since AND :until")
-                .projection_expression("pk, sk, id, #type, created_at")
-                .expression_attribute_names("#type", "type")
-                .expression_attribute_values(":pk", string_attr(tenant_pk(tenant)))
-                .expression_attribute_values(":e", string_attr("E#"))
-                .expression_attribute_values(":since", number_attr(ms(after.at)))
-                .expression_attribute_values(":until", number_attr(ms(until)))
-                .set_exclusive_start_key(start.take())
-                .send()
-                .await
-                .map_err(backend)?;
-            for item in resp.items.unwrap_or_default() {
-                out.extend(readable("event", &item, archived(&item))?);
-            }
-            match resp.last_evaluated_key {
-                Some(k) if !k.is_empty() => start = Some(k),
-                _ => break,
-            }
-        }
+        let query = self
+            .ddb
+            .query()
+            .table_name(&self.settings.table)
+            .key_condition_expression("pk = :pk AND begins_with(sk, :e)")
+            .filter_expression("created_at BETWEEN :since AND :until")
+            .projection_expression("pk, sk, id, #type, created_at")
+            .expression_attribute_names("#type", "type")
+            .expression_attribute_values(":pk", string_attr(tenant_pk(tenant)))
+            .expression_attribute_values(":e", string_attr("E#"))
+            .expression_attribute_values(":since", number_attr(ms(after.at)))
+            .expression_attribute_values(":until", number_attr(ms(until)));
+        super::query_pages(query, |item| {
+            out.extend(readable("event", &item, archived(&item))?);
+            Ok(ControlFlow::Continue(()))
+        })
+        .await?;
         out.retain(|e| e.position() > *after);
         out.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
         out.truncate(limit);

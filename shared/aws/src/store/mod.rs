@@ -26,6 +26,7 @@ mod subscriptions;
 mod views;
 
 use std::collections::HashMap;
+use std::ops::ControlFlow;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use hooklane_core::ports::{StoreError, StoreResult};
@@ -129,6 +130,33 @@ impl AwsStore {
     /// The SQS client.
     pub fn sqs(&self) -> &aws_sdk_sqs::Client {
         &self.sqs
+    }
+}
+
+/// Runs `query` page by page, handing each item to `take` until it
+/// breaks or the pages end: the one paging loop of the adapter's list
+/// reads.
+pub(crate) async fn query_pages(
+    query: aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder,
+    mut take: impl FnMut(Item) -> StoreResult<ControlFlow<()>>,
+) -> StoreResult<()> {
+    let mut start: Option<Item> = None;
+    loop {
+        let resp = query
+            .clone()
+            .set_exclusive_start_key(start.take())
+            .send()
+            .await
+            .map_err(backend)?;
+        for item in resp.items.unwrap_or_default() {
+            if take(item)?.is_break() {
+                return Ok(());
+            }
+        }
+        match resp.last_evaluated_key {
+            Some(k) if !k.is_empty() => start = Some(k),
+            _ => return Ok(()),
+        }
     }
 }
 

@@ -8,6 +8,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use hooklane_core::domain::{EventType, Health, Subscription, SubscriptionId, TenantId};
 use hooklane_core::ports::{StoreResult, SubscriptionStore, Suspensions};
 use hooklane_core::record::{ms, SubscriptionRecord};
+use std::ops::ControlFlow;
 
 use super::{
     backend, corrupt, is_condition_failed, key_of, readable_keyed, took_effect, AwsStore, Item,
@@ -174,41 +175,33 @@ impl AwsStore {
             None => "S#".to_owned(),
         };
         let mut out = Vec::new();
-        let mut start: Option<Item> = None;
-        loop {
-            let resp = self
-                .ddb
-                .query()
-                .table_name(&self.settings.table)
-                .key_condition_expression("pk = :pk AND sk BETWEEN :lo AND :hi")
-                .expression_attribute_values(":pk", string_attr(tenant_pk(tenant)))
-                .expression_attribute_values(":lo", string_attr(lo.clone()))
-                .expression_attribute_values(":hi", string_attr("S$"))
-                .set_exclusive_start_key(start.take())
-                .send()
-                .await
-                .map_err(backend)?;
-            for item in resp.items.unwrap_or_default() {
-                let key = key_of(&item);
-                let Some((sub, spilling)) =
-                    readable_keyed("subscription", &key, from_item(item))?.flatten()
-                else {
-                    continue;
-                };
-                self.lane_flags.note(&sub.id, spilling);
-                if after.is_some_and(|a| &sub.id == a) || !keep(&sub) {
-                    continue;
-                }
+        let query = self
+            .ddb
+            .query()
+            .table_name(&self.settings.table)
+            .key_condition_expression("pk = :pk AND sk BETWEEN :lo AND :hi")
+            .expression_attribute_values(":pk", string_attr(tenant_pk(tenant)))
+            .expression_attribute_values(":lo", string_attr(lo))
+            .expression_attribute_values(":hi", string_attr("S$"));
+        super::query_pages(query, |item| {
+            let key = key_of(&item);
+            let Some((sub, spilling)) =
+                readable_keyed("subscription", &key, from_item(item))?.flatten()
+            else {
+                return Ok(ControlFlow::Continue(()));
+            };
+            self.lane_flags.note(&sub.id, spilling);
+            if after.is_none_or(|a| &sub.id != a) && keep(&sub) {
                 out.push(sub);
-                if out.len() >= limit {
-                    return Ok(out);
-                }
             }
-            match resp.last_evaluated_key {
-                Some(k) if !k.is_empty() => start = Some(k),
-                _ => return Ok(out),
-            }
-        }
+            Ok(if out.len() >= limit {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            })
+        })
+        .await?;
+        Ok(out)
     }
 }
 
