@@ -5,6 +5,7 @@ use time::{Duration, OffsetDateTime};
 
 use super::{attempt, event, new_delivery, subscription, tenant, Harness};
 use crate::domain::{Event, Health, PreviousSecret, Retake, Subscription};
+use crate::engine::Ports;
 use crate::ports::{End, Finish, NewDelivery};
 use crate::record::SubscriptionRecord;
 use crate::signing::Secret;
@@ -108,6 +109,21 @@ pub async fn requeues_take_what_the_rule_takes_and_views_show_one_mapping(h: &dy
     }
 }
 
+/// The stored subscription, read back, maps to the same record as `sub`.
+async fn reads_back_as(ports: &Ports, sub: &Subscription, what: &str) {
+    let got = ports
+        .subscriptions
+        .get(&sub.tenant, &sub.id)
+        .await
+        .expect("get")
+        .expect("found");
+    assert_eq!(
+        SubscriptionRecord::from(&got),
+        SubscriptionRecord::from(sub),
+        "{what}"
+    );
+}
+
 /// A subscription with every field set reads back as it was written, on
 /// insert and on update: the one record mapping ([`SubscriptionRecord`]).
 pub async fn a_subscription_reads_back_field_for_field(h: &dyn Harness) {
@@ -135,17 +151,7 @@ pub async fn a_subscription_reads_back_field_for_field(h: &dyn Harness) {
         streak_events_since: Some(at(-61)),
     };
     ports.subscriptions.insert(&sub).await.expect("insert");
-    let got = ports
-        .subscriptions
-        .get(&t, &sub.id)
-        .await
-        .expect("get")
-        .expect("found");
-    assert_eq!(
-        SubscriptionRecord::from(&got),
-        SubscriptionRecord::from(&sub),
-        "as inserted"
-    );
+    reads_back_as(&ports, &sub, "as inserted").await;
 
     sub.description = None;
     sub.metadata.clear();
@@ -153,15 +159,5 @@ pub async fn a_subscription_reads_back_field_for_field(h: &dyn Harness) {
     sub.url = url::Url::parse("https://example.com/other?x=1").expect("url");
     sub.updated_at = at(5);
     assert!(ports.subscriptions.update(&sub).await.expect("update"));
-    let got = ports
-        .subscriptions
-        .get(&t, &sub.id)
-        .await
-        .expect("get")
-        .expect("found");
-    assert_eq!(
-        SubscriptionRecord::from(&got),
-        SubscriptionRecord::from(&sub),
-        "as updated"
-    );
+    reads_back_as(&ports, &sub, "as updated").await;
 }
