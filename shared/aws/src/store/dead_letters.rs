@@ -5,7 +5,6 @@
 //! sends the message again.
 
 use std::collections::HashMap;
-use std::ops::ControlFlow;
 
 use async_trait::async_trait;
 use aws_sdk_sqs::types::MessageAttributeValue;
@@ -168,7 +167,6 @@ impl DeadLetters for AwsStore {
         after: Option<i64>,
         limit: usize,
     ) -> StoreResult<Vec<(i64, DeadLetter)>> {
-        let mut out = Vec::new();
         let query = self
             .ddb
             .query()
@@ -177,24 +175,14 @@ impl DeadLetters for AwsStore {
             .key_condition_expression("gsi2pk = :pk AND gsi2sk > :after")
             .expression_attribute_values(":pk", string_attr(parked_pk(tenant)))
             .expression_attribute_values(":after", string_attr(padded(after.unwrap_or(0))));
-        super::query_pages(query, |item| {
+        super::query_items(query, limit, |item| {
             if get_s(&item, "state") != Some("parked") {
-                return Ok(ControlFlow::Continue(()));
+                return Ok(None);
             }
-            let Some(dl) = readable("parked delivery", &item, dead_letter(&item))? else {
-                return Ok(ControlFlow::Continue(()));
-            };
-            if subscription.is_none_or(|s| s == &dl.1.subscription_id) {
-                out.push(dl);
-            }
-            Ok(if out.len() >= limit {
-                ControlFlow::Break(())
-            } else {
-                ControlFlow::Continue(())
-            })
+            let dl = readable("parked delivery", &item, dead_letter(&item))?;
+            Ok(dl.filter(|dl| subscription.is_none_or(|s| s == &dl.1.subscription_id)))
         })
-        .await?;
-        Ok(out)
+        .await
     }
 }
 

@@ -8,7 +8,6 @@ use async_trait::async_trait;
 use hooklane_core::domain::{ArchivePosition, ArchivedEvent, Event, EventId, EventType, TenantId};
 use hooklane_core::ports::{Accepted, EventArchive, StoreError, StoreResult};
 use hooklane_core::record::{from_ms, ms};
-use std::ops::ControlFlow;
 use time::OffsetDateTime;
 
 use super::subscriptions::tenant_pk;
@@ -145,7 +144,6 @@ impl EventArchive for AwsStore {
         until: OffsetDateTime,
         limit: usize,
     ) -> StoreResult<Vec<ArchivedEvent>> {
-        let mut out = Vec::new();
         let query = self
             .ddb
             .query()
@@ -158,9 +156,8 @@ impl EventArchive for AwsStore {
             .expression_attribute_values(":e", string_attr("E#"))
             .expression_attribute_values(":since", number_attr(ms(after.at)))
             .expression_attribute_values(":until", number_attr(ms(until)));
-        super::query_pages(query, |item| {
-            out.extend(readable("event", &item, archived(&item))?);
-            Ok(ControlFlow::Continue(()))
+        let mut out = super::query_items(query, usize::MAX, |item| {
+            readable("event", &item, archived(&item))
         })
         .await?;
         out.retain(|e| e.position() > *after);

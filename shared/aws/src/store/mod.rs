@@ -26,7 +26,6 @@ mod subscriptions;
 mod views;
 
 use std::collections::HashMap;
-use std::ops::ControlFlow;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use hooklane_core::ports::{StoreError, StoreResult};
@@ -133,13 +132,15 @@ impl AwsStore {
     }
 }
 
-/// Runs `query` page by page, handing each item to `take` until it
-/// breaks or the pages end: the one paging loop of the adapter's list
-/// reads.
-pub(crate) async fn query_pages(
+/// Runs `query` page by page and keeps what `pick` makes of each item,
+/// until `limit` are kept or the pages end: the one paging loop of the
+/// adapter's list reads.
+pub(crate) async fn query_items<T>(
     query: aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder,
-    mut take: impl FnMut(Item) -> StoreResult<ControlFlow<()>>,
-) -> StoreResult<()> {
+    limit: usize,
+    mut pick: impl FnMut(Item) -> StoreResult<Option<T>>,
+) -> StoreResult<Vec<T>> {
+    let mut out = Vec::new();
     let mut start: Option<Item> = None;
     loop {
         let resp = query
@@ -149,13 +150,14 @@ pub(crate) async fn query_pages(
             .await
             .map_err(backend)?;
         for item in resp.items.unwrap_or_default() {
-            if take(item)?.is_break() {
-                return Ok(());
+            out.extend(pick(item)?);
+            if out.len() >= limit {
+                return Ok(out);
             }
         }
         match resp.last_evaluated_key {
             Some(k) if !k.is_empty() => start = Some(k),
-            _ => return Ok(()),
+            _ => return Ok(out),
         }
     }
 }

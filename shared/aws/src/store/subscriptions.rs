@@ -8,7 +8,6 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use hooklane_core::domain::{EventType, Health, Subscription, SubscriptionId, TenantId};
 use hooklane_core::ports::{StoreResult, SubscriptionStore, Suspensions};
 use hooklane_core::record::{ms, SubscriptionRecord};
-use std::ops::ControlFlow;
 
 use super::{
     backend, corrupt, is_condition_failed, key_of, readable_keyed, took_effect, AwsStore, Item,
@@ -174,7 +173,6 @@ impl AwsStore {
             Some(a) => sub_sk(a),
             None => "S#".to_owned(),
         };
-        let mut out = Vec::new();
         let query = self
             .ddb
             .query()
@@ -183,25 +181,17 @@ impl AwsStore {
             .expression_attribute_values(":pk", string_attr(tenant_pk(tenant)))
             .expression_attribute_values(":lo", string_attr(lo))
             .expression_attribute_values(":hi", string_attr("S$"));
-        super::query_pages(query, |item| {
+        super::query_items(query, limit, |item| {
             let key = key_of(&item);
             let Some((sub, spilling)) =
                 readable_keyed("subscription", &key, from_item(item))?.flatten()
             else {
-                return Ok(ControlFlow::Continue(()));
+                return Ok(None);
             };
             self.lane_flags.note(&sub.id, spilling);
-            if after.is_none_or(|a| &sub.id != a) && keep(&sub) {
-                out.push(sub);
-            }
-            Ok(if out.len() >= limit {
-                ControlFlow::Break(())
-            } else {
-                ControlFlow::Continue(())
-            })
+            Ok((after.is_none_or(|a| &sub.id != a) && keep(&sub)).then_some(sub))
         })
-        .await?;
-        Ok(out)
+        .await
     }
 }
 
