@@ -190,7 +190,9 @@ async fn an_open_breaker_stops_connecting_to_a_hanging_receiver_and_others_are_u
                 "0s,100ms,100ms,100ms,100ms,100ms",
             ),
             ("HOOKLANE_ATTEMPT_TIMEOUT", "500ms"),
-            ("HOOKLANE_BREAKER", "failures=2,open=4s,max_open=4s"),
+            // Open long enough to outlast the three deliveries below on a busy
+            // machine (each may take up to 5 s); half-open follows within WAIT.
+            ("HOOKLANE_BREAKER", "failures=2,open=20s,max_open=20s"),
             ("HOOKLANE_SUSPEND_POLICY", "retryable=100/1h"),
         ],
     )
