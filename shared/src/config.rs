@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::api::serve::ReadTimeouts;
 use crate::egress::EgressPolicy;
-use crate::health::{BreakerConfig, SuspendPolicy};
+use crate::health::{BreakerConfig, RampConfig, SuspendPolicy};
 use crate::policy::RetrySchedule;
 use crate::signing::Secret;
 
@@ -37,6 +37,8 @@ pub struct Config {
     pub backfill_rate: f64,
     /// Circuit-breaker settings (`HOOKLANE_BREAKER`).
     pub breaker: BreakerConfig,
+    /// The recovery ramp (`HOOKLANE_RECOVERY_RAMP`).
+    pub recovery_ramp: RampConfig,
     /// How long `serve` waits for a request's head and body
     /// (`HOOKLANE_HEADER_TIMEOUT`, `HOOKLANE_BODY_TIMEOUT`, 30s each).
     pub read_timeouts: ReadTimeouts,
@@ -55,6 +57,7 @@ impl Default for Config {
             operator_webhook: None,
             backfill_rate: 5.0,
             breaker: BreakerConfig::default(),
+            recovery_ramp: RampConfig::default(),
             read_timeouts: ReadTimeouts::default(),
         }
     }
@@ -170,6 +173,10 @@ impl Config {
         }
         if let Some(v) = get("HOOKLANE_BREAKER") {
             self.breaker = BreakerConfig::parse(&v).map_err(|e| bad("HOOKLANE_BREAKER", e))?;
+        }
+        if let Some(v) = get("HOOKLANE_RECOVERY_RAMP") {
+            self.recovery_ramp =
+                RampConfig::parse(&v).map_err(|e| bad("HOOKLANE_RECOVERY_RAMP", e))?;
         }
         if let Some(v) = get("HOOKLANE_BACKFILL_RATE") {
             self.backfill_rate = v

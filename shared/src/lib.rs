@@ -42,6 +42,7 @@ pub mod engine;
 pub mod health;
 pub mod policy;
 pub mod ports;
+pub mod rate;
 pub mod record;
 pub mod sender;
 pub mod signing;

@@ -10,8 +10,8 @@ use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
 use crate::domain::{
-    EventFilter, Health, Invalid, PreviousSecret, Subscription, SubscriptionId, SubscriptionStatus,
-    TenantId,
+    EventFilter, Health, Invalid, LaneCount, PreviousSecret, RateLimit, Subscription,
+    SubscriptionId, SubscriptionStatus, TenantId,
 };
 use crate::signing::Secret;
 
@@ -77,6 +77,16 @@ pub struct SubscriptionRecord {
     pub created_at: i64,
     /// Updated (ms).
     pub updated_at: i64,
+    /// Lanes (absent on records written before lanes: one).
+    #[serde(default = "one_lane")]
+    pub lanes: u16,
+    /// Attempts per second, when limited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limit: Option<u32>,
+}
+
+fn one_lane() -> u16 {
+    1
 }
 
 impl From<&Subscription> for SubscriptionRecord {
@@ -97,6 +107,8 @@ impl From<&Subscription> for SubscriptionRecord {
             status_reason: s.status_reason.clone(),
             created_at: ms(s.created_at),
             updated_at: ms(s.updated_at),
+            lanes: s.lanes.get(),
+            rate_limit: s.rate_limit.map(RateLimit::per_second),
         }
     }
 }
@@ -132,6 +144,8 @@ impl TryFrom<SubscriptionRecord> for Subscription {
             status_reason: r.status_reason,
             created_at: from_ms(r.created_at),
             updated_at: from_ms(r.updated_at),
+            lanes: LaneCount::parse(r.lanes.into())?,
+            rate_limit: r.rate_limit.map(|n| RateLimit::parse(n.into())).transpose()?,
         })
     }
 }

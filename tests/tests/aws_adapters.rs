@@ -60,6 +60,7 @@ impl Harness for Aws {
             subscription_id: sub.clone(),
             event_id: event,
             event_type: EventType::parse(body["event_type"].as_str()?).ok()?,
+            lane: 0,
             attempts: rec.attempts,
             first_attempt_at: rec.first_attempt_at,
             next_attempt_at: time::OffsetDateTime::now_utc(),
@@ -145,6 +146,7 @@ fn an_event(tenant: &TenantId) -> Event {
         event_type: EventType::parse("a.b").unwrap(),
         created_at: time::OffsetDateTime::now_utc(),
         payload: bytes::Bytes::from_static(br#"{"type":"a.b","data":{}}"#),
+        ordering_key: None,
     }
 }
 
@@ -158,9 +160,13 @@ async fn publish_to(ctx: &Deliver, subs: &[(SubscriptionId, TenantId)]) -> Event
         .map(|(s, t)| NewDelivery {
             tenant: t.clone(),
             subscription_id: s.clone(),
-            event_id: event.id.clone(),
-            event_type: event.event_type.clone(),
             event: Some(event.clone()),
+            ..NewDelivery::to(
+                &hooklane_core::contract::subscription(t, &["*"]),
+                &event.id,
+                &event.event_type,
+                None,
+            )
         })
         .collect();
     ctx.store.enqueue(&batch).await.unwrap();

@@ -78,6 +78,7 @@ async fn every_attempt_reads_its_subscription_with_a_strongly_consistent_get_ite
         event_type: EventType::parse("a.b").unwrap(),
         created_at: time::OffsetDateTime::now_utc(),
         payload: bytes::Bytes::from_static(br#"{"type":"a.b","data":{}}"#),
+        ordering_key: None,
     };
     store.accept(event.clone()).await.unwrap();
     store

@@ -11,7 +11,9 @@
 use std::collections::HashMap;
 
 use aws_sdk_sqs::types::{Message, MessageSystemAttributeName};
-use hooklane_core::domain::{EventId, EventType, Retake, SubscriptionId, TenantId};
+use hooklane_core::domain::{
+    EventId, EventType, LaneCount, OrderingKey, Retake, SubscriptionId, TenantId,
+};
 use hooklane_core::ports::{LaneQueue, NewDelivery, StoreError, StoreResult};
 
 use crate::messages::DeliveryMessage;
@@ -265,12 +267,19 @@ fn requeued(tenant: &TenantId, d: &DeliveryMessage) -> Option<NewDelivery> {
         hooklane_core::record::unreadable("dead letter", &key, "its ids do not parse");
         return None;
     };
+    // It goes back to the lane it was parked from: a numbered lane of a
+    // subscription with several, or its only one (the count only says
+    // which of the two the message group names).
+    let lanes = LaneCount::parse(if d.lane_no.is_some() { 2 } else { 1 });
     Some(NewDelivery {
         tenant: tenant.clone(),
         subscription_id,
         event_id,
         event_type,
         event: None,
+        lane: d.lane_no.unwrap_or(0),
+        lanes: lanes.ok()?,
+        ordering_key: d.ordering_key.as_deref().and_then(|k| OrderingKey::parse(k).ok()),
     })
 }
 

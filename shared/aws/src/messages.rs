@@ -6,7 +6,7 @@
 //! message from a spill refill, a replay or a backfill, goes without, and
 //! the function reads the archive.
 
-use hooklane_core::domain::{Event, EventId, EventType, TenantId};
+use hooklane_core::domain::{Event, EventId, EventType, OrderingKey, TenantId};
 use hooklane_core::record::{from_ms, ms};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -25,6 +25,9 @@ pub struct CarriedEvent {
     pub created_at: i64,
     /// The body (JSON text).
     pub payload: String,
+    /// Its ordering key, when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ordering_key: Option<String>,
 }
 
 impl CarriedEvent {
@@ -44,6 +47,7 @@ impl CarriedEvent {
             event_type: e.event_type.as_str().to_owned(),
             created_at: ms(e.created_at),
             payload,
+            ordering_key: e.ordering_key.as_ref().map(|k| k.as_str().to_owned()),
         })
     }
 
@@ -55,6 +59,10 @@ impl CarriedEvent {
             event_type: EventType::parse(&self.event_type).ok()?,
             created_at: from_ms(self.created_at),
             payload: bytes::Bytes::from(self.payload.clone()),
+            ordering_key: match &self.ordering_key {
+                Some(k) => Some(OrderingKey::parse(k).ok()?),
+                None => None,
+            },
         })
     }
 }
@@ -119,6 +127,13 @@ pub struct DeliveryMessage {
     /// never holds up live deliveries); absent for live ones.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lane: Option<String>,
+    /// The live lane of a subscription with more than one (absent with
+    /// one: its group is the subscription id, as before lanes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lane_no: Option<u16>,
+    /// The event's ordering key, when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ordering_key: Option<String>,
     /// The event itself, when small.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub event: Option<CarriedEvent>,
@@ -133,6 +148,8 @@ impl DeliveryMessage {
             event_id: event_id.to_owned(),
             event_type: event_type.to_owned(),
             lane: None,
+            lane_no: None,
+            ordering_key: None,
             event: None,
         }
     }
@@ -145,11 +162,14 @@ impl DeliveryMessage {
         })
     }
 
-    /// The message group: the subscription's lane.
+    /// The message group: the subscription's lane. `{subscription}` for
+    /// a subscription with one lane, `{subscription}#{lane}` for one with
+    /// more, `{subscription}#backfill` for its backfill.
     pub fn group(&self) -> String {
-        match &self.lane {
-            Some(lane) => format!("{}#{lane}", self.subscription_id),
-            None => self.subscription_id.clone(),
+        match (&self.lane, self.lane_no) {
+            (Some(lane), _) => format!("{}#{lane}", self.subscription_id),
+            (None, Some(n)) => format!("{}#{n}", self.subscription_id),
+            (None, None) => self.subscription_id.clone(),
         }
     }
 }
@@ -187,6 +207,7 @@ mod tests {
             event_type: EventType::parse("a.b").unwrap(),
             created_at: from_ms(1_700_000_000_123),
             payload: bytes::Bytes::from(format!("\"{}\"", "\\".repeat(size))),
+            ordering_key: None,
         };
         let carry = |e: &Event| {
             let mut m = DeliveryMessage::new("acme", "sub_1", e.id.as_str(), "a.b");

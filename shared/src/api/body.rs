@@ -164,6 +164,16 @@ impl<'a> Body<'a> {
         self.typed(key, "a string or null")
     }
 
+    /// An integer member (`None` when absent; `null` is refused).
+    pub fn integer(&self, key: &str) -> Result<Option<i64>, ApiError> {
+        self.typed(key, "an integer")
+    }
+
+    /// A member that is an integer or `null` (`None` when absent).
+    pub fn nullable_integer(&self, key: &str) -> Result<Option<Option<i64>>, ApiError> {
+        self.typed(key, "an integer or null")
+    }
+
     /// An array of strings (`None` when absent; `null` is refused).
     pub fn strings(&self, key: &str) -> Result<Option<Vec<String>>, ApiError> {
         self.typed(key, "an array of strings")

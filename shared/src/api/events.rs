@@ -19,7 +19,7 @@ use super::body::{self, Fields};
 use super::error::ApiError;
 use super::input::{self, rfc3339};
 use super::AppState;
-use crate::domain::{Event, EventId, EventType};
+use crate::domain::{Event, EventId, EventType, OrderingKey};
 use crate::ports::{Accepted, StoreError};
 
 /// The body every receiver gets, in this field order, serialized once at
@@ -34,7 +34,7 @@ struct Payload<'a> {
 
 /// The members of a publish request.
 pub(super) const PUBLISH: Fields = Fields {
-    allowed: &["type", "data", "id"],
+    allowed: &["type", "data", "id", "ordering_key"],
     required: &["type", "data"],
 };
 
@@ -53,6 +53,7 @@ struct EventView<'a> {
     event_type: &'a str,
     created_at: String,
     data: Option<&'a RawValue>,
+    ordering_key: Option<&'a str>,
     deliveries: Vec<Value>,
 }
 
@@ -78,6 +79,10 @@ pub(super) async fn publish(
         Some(raw) => input::event_id(&raw, "id")?,
         None => EventId::generate(),
     };
+    let ordering_key = body
+        .string("ordering_key")?
+        .map(|raw| OrderingKey::parse(&raw).map_err(|e| ApiError::invalid("ordering_key", e.0)))
+        .transpose()?;
     let data = body
         .json_text("data")?
         .ok_or_else(|| ApiError::bad_request("data", "`data` is required"))?;
@@ -100,6 +105,7 @@ pub(super) async fn publish(
         event_type,
         created_at,
         payload: payload.into(),
+        ordering_key,
     };
     match state.engine.publish(event).await {
         Ok(Accepted::New(e)) => Ok((StatusCode::ACCEPTED, Json(accepted_view(&e))).into_response()),
@@ -129,6 +135,7 @@ pub(super) async fn read(
         event_type: event.event_type.as_str(),
         created_at: rfc3339(event.created_at),
         data: archived.data,
+        ordering_key: event.ordering_key.as_ref().map(OrderingKey::as_str),
         deliveries: deliveries
             .iter()
             .map(|(sub, d)| {
@@ -138,6 +145,7 @@ pub(super) async fn read(
                     "attempts": d.attempts,
                     "last_status_code": d.last_status_code,
                     "next_attempt_at": d.shown_next_attempt_at().map(rfc3339),
+                    "lane": d.lane,
                 })
             })
             .collect(),

@@ -18,8 +18,8 @@ use super::error::ApiError;
 use super::input::{self, page, rfc3339, CursorKind, Query};
 use super::AppState;
 use crate::domain::{
-    parse_filters, Health, PreviousSecret, Subscription, SubscriptionId, SubscriptionStatus,
-    TenantId,
+    parse_filters, Health, LaneCount, PreviousSecret, RateLimit, Subscription, SubscriptionId,
+    SubscriptionStatus, TenantId,
 };
 use crate::egress::check_url_resolved;
 use crate::engine::EnableError;
@@ -28,13 +28,28 @@ use crate::signing::Secret;
 
 /// The members of a create request.
 pub(super) const CREATE: Fields = Fields {
-    allowed: &["url", "event_types", "description", "metadata", "secret"],
+    allowed: &[
+        "url",
+        "event_types",
+        "description",
+        "metadata",
+        "secret",
+        "lanes",
+        "rate_limit",
+    ],
     required: &["url", "event_types"],
 };
 
 /// The members of an update request (at least one).
 pub(super) const UPDATE: Fields = Fields {
-    allowed: &["url", "event_types", "description", "metadata"],
+    allowed: &[
+        "url",
+        "event_types",
+        "description",
+        "metadata",
+        "lanes",
+        "rate_limit",
+    ],
     required: &[],
 };
 
@@ -68,6 +83,8 @@ pub(super) fn view(state: &AppState, sub: &Subscription, with_secret: bool) -> V
         "created_at": rfc3339(sub.created_at),
         "updated_at": rfc3339(sub.updated_at),
         "health": health_view(&sub.health, breaker),
+        "lanes": sub.lanes.get(),
+        "rate_limit": sub.rate_limit.map(RateLimit::per_second),
     });
     if with_secret {
         v["secret"] = json!(sub.secret.expose());
@@ -130,6 +147,15 @@ fn apply_fields(body: &Body<'_>, sub: &mut Subscription) -> Result<(), ApiError>
         }
         sub.metadata = m;
     }
+    if let Some(n) = body.integer("lanes")? {
+        sub.lanes = LaneCount::parse(n).map_err(|e| ApiError::invalid("lanes", e.0))?;
+    }
+    if let Some(limit) = body.nullable_integer("rate_limit")? {
+        sub.rate_limit = limit
+            .map(RateLimit::parse)
+            .transpose()
+            .map_err(|e| ApiError::invalid("rate_limit", e.0))?;
+    }
     Ok(())
 }
 
@@ -173,6 +199,8 @@ pub(super) async fn create(
         status_reason: None,
         created_at: now,
         updated_at: now,
+        lanes: LaneCount::default(),
+        rate_limit: None,
     };
     apply_fields(&body, &mut sub)?;
     state.engine.ports.subscriptions.insert(&sub).await?;
@@ -231,7 +259,7 @@ pub(super) async fn update(
     if body.is_empty() {
         return Err(ApiError::bad_request(
             "body",
-            "give at least one of url, event_types, description, metadata",
+            "give at least one of url, event_types, description, metadata, lanes, rate_limit",
         ));
     }
     let mut sub = load(&state, &tenant, &id).await?;
@@ -267,7 +295,7 @@ pub(super) async fn delete(
     engine
         .ports
         .wakeup
-        .lanes(&tenant, std::slice::from_ref(&id));
+        .lanes(&tenant, &[(id, None)]);
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -74,6 +74,8 @@ pub fn subscription(tenant: &TenantId, filters: &[&str]) -> Subscription {
         status_reason: None,
         created_at: now,
         updated_at: now,
+        lanes: Default::default(),
+        rate_limit: None,
     }
 }
 
@@ -84,6 +86,7 @@ pub(crate) fn event(tenant: &TenantId, ty: &str, at: OffsetDateTime) -> Event {
         event_type: EventType::parse(ty).expect("type"),
         created_at: at,
         payload: bytes::Bytes::from_static(b"{\"type\":\"x\"}"),
+        ordering_key: None,
     }
 }
 
@@ -104,13 +107,7 @@ pub(crate) fn attempt(d: &Delivery, n: u32, outcome: &str, status: Option<u16>) 
 }
 
 pub(crate) fn new_delivery(sub: &Subscription, e: &Event) -> NewDelivery {
-    NewDelivery {
-        tenant: sub.tenant.clone(),
-        subscription_id: sub.id.clone(),
-        event_id: e.id.clone(),
-        event_type: e.event_type.clone(),
-        event: None,
-    }
+    NewDelivery::to(sub, &e.id, &e.event_type, e.ordering_key.as_ref())
 }
 /// Every check, in order.
 pub async fn run_all(h: &dyn Harness) {

@@ -4,7 +4,7 @@
 use time::{Duration, OffsetDateTime};
 
 use super::{attempt, event, new_delivery, subscription, tenant, Harness};
-use crate::domain::{Event, Health, PreviousSecret, Retake, Subscription};
+use crate::domain::{Event, Health, LaneCount, PreviousSecret, RateLimit, Retake, Subscription};
 use crate::engine::Ports;
 use crate::ports::{End, Finish, NewDelivery};
 use crate::record::SubscriptionRecord;
@@ -149,7 +149,10 @@ pub async fn a_subscription_reads_back_field_for_field(h: &dyn Harness) {
         permanent_failures: 0,
         fatal_failures: 0,
         streak_events_since: Some(at(-61)),
+        ramp_until: Some(at(120)),
     };
+    sub.lanes = LaneCount::parse(8).expect("lanes");
+    sub.rate_limit = Some(RateLimit::parse(40).expect("rate"));
     ports.subscriptions.insert(&sub).await.expect("insert");
     reads_back_as(&ports, &sub, "as inserted").await;
 
@@ -158,6 +161,8 @@ pub async fn a_subscription_reads_back_field_for_field(h: &dyn Harness) {
     sub.previous_secret = None;
     sub.url = url::Url::parse("https://example.com/other?x=1").expect("url");
     sub.updated_at = at(5);
+    sub.lanes = LaneCount::parse(256).expect("lanes");
+    sub.rate_limit = None;
     assert!(ports.subscriptions.update(&sub).await.expect("update"));
     reads_back_as(&ports, &sub, "as updated").await;
 }

@@ -109,6 +109,44 @@ impl LaneCount {
     }
 }
 
+/// A subscription's rate limit: at most this many attempts start in any
+/// one-second window, 1 to 10,000.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RateLimit(u32);
+
+impl RateLimit {
+    /// Highest limit.
+    pub const MAX: u32 = 10_000;
+
+    /// Parses a limit given at the edge.
+    pub fn parse(n: i64) -> Result<Self, Invalid> {
+        match u32::try_from(n) {
+            Ok(n) if (1..=Self::MAX).contains(&n) => Ok(Self(n)),
+            _ => Err(Invalid(format!(
+                "rate_limit is an integer from 1 to {}, or null",
+                Self::MAX
+            ))),
+        }
+    }
+
+    /// Attempts per second.
+    pub fn per_second(self) -> u32 {
+        self.0
+    }
+
+    /// A quarter of it, at least one (the recovery ramp).
+    pub fn quarter(self) -> Self {
+        Self((self.0 / 4).max(1))
+    }
+}
+
+impl LaneCount {
+    /// A quarter of the lanes, at least one (the recovery ramp).
+    pub fn quarter(self) -> Self {
+        Self((self.0 / 4).max(1))
+    }
+}
+
 #[cfg(test)]
 mod lane_tests {
     use super::*;

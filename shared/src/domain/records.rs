@@ -5,7 +5,10 @@ use std::collections::BTreeMap;
 
 use time::OffsetDateTime;
 
-use super::{AttemptId, EventFilter, EventId, EventType, SubscriptionId, TenantId};
+use super::{
+    AttemptId, EventFilter, EventId, EventType, LaneCount, OrderingKey, RateLimit, SubscriptionId,
+    TenantId,
+};
 use crate::signing::Secret;
 
 /// Whether a subscription receives deliveries.
@@ -76,6 +79,14 @@ pub struct Health {
     /// a backfill after re-enabling starts there.
     #[serde(default, with = "time::serde::rfc3339::option")]
     pub streak_events_since: Option<OffsetDateTime>,
+    /// After a failure streak ended: until then the subscription runs at a
+    /// quarter of its lanes and of its rate limit (the recovery ramp, G5).
+    #[serde(
+        default,
+        with = "time::serde::rfc3339::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub ramp_until: Option<OffsetDateTime>,
 }
 
 /// A registered endpoint of one tenant.
@@ -109,6 +120,10 @@ pub struct Subscription {
     pub created_at: OffsetDateTime,
     /// Last change.
     pub updated_at: OffsetDateTime,
+    /// How many lanes it delivers on (G5).
+    pub lanes: LaneCount,
+    /// At most this many attempts per second, when set.
+    pub rate_limit: Option<RateLimit>,
 }
 
 impl Subscription {
@@ -139,6 +154,15 @@ pub struct Event {
     pub created_at: OffsetDateTime,
     /// The exact request body: `{"type","timestamp","data"}`.
     pub payload: bytes::Bytes,
+    /// Its ordering key, when the publisher gave one.
+    pub ordering_key: Option<OrderingKey>,
+}
+
+impl Event {
+    /// Its delivery's lane among `lanes`.
+    pub fn lane(&self, lanes: LaneCount) -> u16 {
+        super::lane_of(self.ordering_key.as_ref(), &self.id, lanes)
+    }
 }
 
 /// One queued delivery of one event to one subscription.
@@ -155,6 +179,8 @@ pub struct Delivery {
     pub event_id: EventId,
     /// The event's type.
     pub event_type: EventType,
+    /// Its lane among the subscription's live lanes (0 on a backfill lane).
+    pub lane: u16,
     /// Attempts already started (from the engine's own record).
     pub attempts: u32,
     /// When the first attempt started.
@@ -302,6 +328,8 @@ pub struct DeliveryRecord {
     pub first_attempt_at: Option<OffsetDateTime>,
     /// When the next attempt is due (the lease while one is in flight).
     pub next_attempt_at: Option<OffsetDateTime>,
+    /// Its lane among its subscription's lanes, when the store knows it.
+    pub lane: Option<u16>,
     /// The last response status, if any.
     pub last_status_code: Option<u16>,
 }
@@ -314,6 +342,7 @@ impl DeliveryRecord {
             attempts: 0,
             first_attempt_at: None,
             next_attempt_at: None,
+            lane: None,
             last_status_code: None,
         }
     }
@@ -369,6 +398,8 @@ pub struct ArchivedEvent {
     pub event_type: EventType,
     /// When it was accepted.
     pub created_at: OffsetDateTime,
+    /// Its ordering key, when it has one.
+    pub ordering_key: Option<OrderingKey>,
 }
 
 impl ArchivedEvent {

@@ -188,6 +188,7 @@ mod tests {
             event_type: crate::domain::EventType::parse("a.b").unwrap(),
             created_at: time::OffsetDateTime::now_utc(),
             payload: bytes::Bytes::from(vec![b'x'; bytes]),
+            ordering_key: None,
         }
     }
 

@@ -19,6 +19,10 @@ use crate::sqlite::{Lane, SqliteStore};
 
 type Key = (SubscriptionId, Lane);
 
+/// How often a lane whose head waits for its key's older delivery on
+/// another lane looks again.
+const KEY_WAIT: Duration = Duration::from_millis(100);
+
 /// A lane's registration: `generation` moves on every wake-up, so a lane
 /// that found its queue empty exits only if nothing arrived meanwhile.
 struct Entry {
@@ -91,6 +95,20 @@ impl Lanes {
             .unwrap_or(0)
     }
 
+    /// Wakes every running lane of a subscription (it was deleted: a lane
+    /// waiting on a retry finds itself empty).
+    pub(super) fn poke_all(&self, sub: &SubscriptionId) {
+        let Ok(mut map) = self.lanes.lock() else {
+            return;
+        };
+        for ((s, _), entry) in map.iter_mut() {
+            if s == sub {
+                entry.generation += 1;
+                entry.wake.notify_one();
+            }
+        }
+    }
+
     /// Removes the lane unless it was woken since `seen` (or always, when
     /// `seen` is `None`); `true` when removed.
     fn retire(&self, key: &Key, seen: Option<u64>) -> bool {
@@ -118,12 +136,22 @@ impl Lanes {
                     continue;
                 }
             };
-            let Some((d, event)) = head else {
+            let Some((d, event, waits)) = head else {
                 if self.retire(&key, Some(seen)) {
                     return;
                 }
                 continue;
             };
+            if waits {
+                // An older delivery of its key is still pending on another
+                // lane (the lanes changed): look again shortly.
+                drop(event);
+                tokio::select! {
+                    _ = tokio::time::sleep(KEY_WAIT) => {}
+                    _ = wake.notified() => {}
+                }
+                continue;
+            }
             let now = self.engine.ports.clock.now();
             if d.next_attempt_at > now {
                 // Not held while waiting (hours, on a failing lane): the

@@ -40,7 +40,7 @@ struct ChannelWakeup {
     at_hand: Arc<fan_out::AtHand>,
     fan_out: Arc<Notify>,
     backfill: Arc<Notify>,
-    lanes: mpsc::UnboundedSender<(TenantId, SubscriptionId)>,
+    lanes: mpsc::UnboundedSender<(TenantId, SubscriptionId, Option<u16>)>,
 }
 
 impl Wakeup for ChannelWakeup {
@@ -49,9 +49,9 @@ impl Wakeup for ChannelWakeup {
         self.fan_out.notify_one();
     }
 
-    fn lanes(&self, tenant: &TenantId, subscriptions: &[SubscriptionId]) {
-        for s in subscriptions {
-            let _ = self.lanes.send((tenant.clone(), s.clone()));
+    fn lanes(&self, tenant: &TenantId, lanes: &[(SubscriptionId, Option<u16>)]) {
+        for (s, lane) in lanes {
+            let _ = self.lanes.send((tenant.clone(), s.clone(), *lane));
         }
     }
 
@@ -115,9 +115,15 @@ impl Embedded {
 }
 
 /// Routes lane wake-ups to lane tasks.
-async fn dispatch(lanes: Arc<Lanes>, mut rx: mpsc::UnboundedReceiver<(TenantId, SubscriptionId)>) {
-    while let Some((tenant, sub)) = rx.recv().await {
-        lanes.poke(tenant, sub, Lane::Live);
+async fn dispatch(
+    lanes: Arc<Lanes>,
+    mut rx: mpsc::UnboundedReceiver<(TenantId, SubscriptionId, Option<u16>)>,
+) {
+    while let Some((tenant, sub, lane)) = rx.recv().await {
+        match lane {
+            Some(n) => lanes.poke(tenant, sub, Lane::Live(n)),
+            None => lanes.poke_all(&sub),
+        }
     }
 }
 

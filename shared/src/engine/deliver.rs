@@ -14,6 +14,7 @@ use crate::domain::{Attempt, AttemptId, Delivery, Event, Subscription, Subscript
 use crate::health::{next_health, Admit, Sequence};
 use crate::policy::{decide, Decision};
 use crate::ports::{End, Finish, Outbound, SendReport, StoreResult};
+use crate::rate::Slot;
 use crate::signing::webhook_headers;
 
 /// What preparing a delivery found.
@@ -48,6 +49,14 @@ impl Engine {
             self.metrics.deferred.fetch_add(1, Ordering::Relaxed);
             return Ok(Step::Deferred(until));
         }
+        let now = match self.pace(d, &sub, now).await? {
+            Ok(now) => now,
+            Err(until) => {
+                self.ports.lanes.defer(d, until).await?;
+                self.metrics.deferred.fetch_add(1, Ordering::Relaxed);
+                return Ok(Step::Deferred(until));
+            }
+        };
         let lease = now + self.config.attempt_timeout + Duration::from_secs(5);
         if !self.ports.lanes.begin(d, now, lease).await? {
             return Ok(Step::Skipped);
@@ -73,6 +82,37 @@ impl Engine {
         };
         self.record(d, &sub, attempt_no, now, &report, decision, seq)
             .await
+    }
+
+    /// The recovery ramp and the rate limit (G5): `Ok(start)` when the
+    /// attempt may start (now, or after a wait within the rate limit's
+    /// horizon), `Err(until)` when it is put off. While a ramp lasts, lanes
+    /// past a quarter of the subscription's wait for its end and the rate
+    /// limit is a quarter.
+    async fn pace(
+        &self,
+        d: &Delivery,
+        sub: &Subscription,
+        now: OffsetDateTime,
+    ) -> StoreResult<Result<OffsetDateTime, OffsetDateTime>> {
+        let ramp = sub.health.ramp_until.filter(|t| *t > now);
+        if let Some(until) = ramp {
+            if d.lane >= sub.lanes.quarter().get() {
+                return Ok(Err(until));
+            }
+        }
+        let Some(limit) = sub.rate_limit else {
+            return Ok(Ok(now));
+        };
+        let limit = if ramp.is_some() { limit.quarter() } else { limit };
+        match self.ports.rates.reserve(&sub.id, limit, now).await? {
+            Slot::At(at) if at > now => {
+                tokio::time::sleep((at - now).try_into().unwrap_or_default()).await;
+                Ok(Ok(self.ports.clock.now().max(at)))
+            }
+            Slot::At(_) => Ok(Ok(now)),
+            Slot::NotBefore(t) => Ok(Err(t)),
+        }
     }
 
     async fn drop_delivery(&self, d: &Delivery) -> StoreResult<Step> {
@@ -172,8 +212,11 @@ impl Engine {
         };
         let attempt = logged(d, attempt_no, started_at, report, outcome);
         let ended = matches!(end, End::Delivered | End::Parked(_));
-        let health =
-            ended.then(|| next_health(&sub.health, &attempt, report.result.failure_class(), seq));
+        let health = ended.then(|| {
+            let mut h = next_health(&sub.health, &attempt, report.result.failure_class(), seq);
+            h.ramp_until = self.config.recovery_ramp.until(&sub.health, &h, started_at);
+            h
+        });
         let finish = Finish {
             end,
             attempt: Some(attempt),

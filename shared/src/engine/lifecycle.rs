@@ -151,6 +151,7 @@ impl Engine {
                 payload: serde_json::to_vec(&payload)
                     .map_err(|e| StoreError::Backend(e.to_string()))?
                     .into(),
+                ordering_key: None,
             })
             .await?;
         }
@@ -219,6 +220,8 @@ impl Engine {
             status_reason: None,
             created_at: now,
             updated_at: now,
+            lanes: Default::default(),
+            rate_limit: None,
         });
         if existing.is_none() {
             return self.ports.subscriptions.insert(&sub).await;
@@ -299,7 +302,7 @@ mod tests {
 
     impl Wakeup for Quiet {
         fn fan_out(&self, _: &Event) {}
-        fn lanes(&self, _: &TenantId, _: &[SubscriptionId]) {}
+        fn lanes(&self, _: &TenantId, _: &[(SubscriptionId, Option<u16>)]) {}
         fn backfill(&self) {}
     }
 

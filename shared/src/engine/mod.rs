@@ -249,9 +249,9 @@ impl Engine {
                 .iter()
                 .take_while(|d| &d.tenant == tenant)
                 .count();
-            let lanes: Vec<SubscriptionId> = batch[i..j]
+            let lanes: Vec<(SubscriptionId, Option<u16>)> = batch[i..j]
                 .iter()
-                .map(|d| d.subscription_id.clone())
+                .map(|d| (d.subscription_id.clone(), Some(d.lane)))
                 .collect();
             self.ports.wakeup.lanes(tenant, &lanes);
             i = j;

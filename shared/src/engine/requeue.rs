@@ -11,6 +11,7 @@
 //! ones the store's own atomic write finds missed (parked, held or never
 //! queued), on the subscription's backfill lane.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use time::OffsetDateTime;
@@ -18,7 +19,7 @@ use tracing::info;
 
 use super::Engine;
 use crate::domain::{
-    BackfillJob, EventId, Retake, Subscription, SubscriptionId, SubscriptionStatus, TenantId,
+    BackfillJob, DeadLetter, EventId, Retake, Subscription, SubscriptionId, SubscriptionStatus, TenantId,
 };
 use crate::health::backfill_interval;
 use crate::ports::{NewDelivery, StoreResult};
@@ -67,24 +68,20 @@ impl Engine {
                 .list(tenant, subscription, after, REPLAY_PAGE)
                 .await?;
             after = page.last().map(|(cursor, _)| *cursor);
-            let chosen: Vec<NewDelivery> = page
-                .iter()
-                .map(|(_, dl)| dl)
-                .filter(|dl| event_ids.is_none_or(|ids| ids.contains(&dl.event_id)))
-                .map(|dl| NewDelivery {
-                    tenant: tenant.clone(),
-                    subscription_id: dl.subscription_id.clone(),
-                    event_id: dl.event_id.clone(),
-                    event_type: dl.event_type.clone(),
-                    event: None,
-                })
-                .collect();
+            let chosen = self
+                .replay_deliveries(
+                    page.iter()
+                        .map(|(_, dl)| dl)
+                        .filter(|dl| event_ids.is_none_or(|ids| ids.contains(&dl.event_id))),
+                    tenant,
+                )
+                .await?;
             let taken = self
                 .ports
                 .lanes
                 .requeue(&chosen, Retake::Parked, false)
                 .await?;
-            replayed.extend(taken_subscriptions(&chosen, &taken));
+            replayed.extend(taken_lanes(&chosen, &taken));
             if page.len() < REPLAY_PAGE {
                 break;
             }
@@ -93,7 +90,45 @@ impl Engine {
         lanes.sort();
         lanes.dedup();
         self.ports.wakeup.lanes(tenant, &lanes);
-        Ok(replayed)
+        Ok(replayed.into_iter().map(|(sub, _)| sub).collect())
+    }
+
+    /// The deliveries that replay `parked`: each on the lane its event's
+    /// ordering key (or id) picks among its subscription's lanes now. A
+    /// subscription that is gone takes none.
+    async fn replay_deliveries<'a>(
+        &self,
+        parked: impl Iterator<Item = &'a DeadLetter>,
+        tenant: &TenantId,
+    ) -> StoreResult<Vec<NewDelivery>> {
+        let mut subs: HashMap<SubscriptionId, Option<Subscription>> = HashMap::new();
+        let mut out = Vec::new();
+        for dl in parked {
+            if !subs.contains_key(&dl.subscription_id) {
+                let sub = self
+                    .ports
+                    .subscriptions
+                    .get(tenant, &dl.subscription_id)
+                    .await?;
+                subs.insert(dl.subscription_id.clone(), sub);
+            }
+            let Some(Some(sub)) = subs.get(&dl.subscription_id) else {
+                continue;
+            };
+            let key = self
+                .ports
+                .events
+                .get(tenant, &dl.event_id)
+                .await?
+                .and_then(|e| e.ordering_key);
+            out.push(NewDelivery::to(
+                sub,
+                &dl.event_id,
+                &dl.event_type,
+                key.as_ref(),
+            ));
+        }
+        Ok(out)
     }
 
     /// Starts the backfill of a re-enabled subscription: the archived
@@ -181,13 +216,12 @@ impl Engine {
                 }
                 job.after = e.position();
                 if sub.filters.iter().any(|f| f.matches(&e.event_type)) {
-                    batch.push(NewDelivery {
-                        tenant: sub.tenant.clone(),
-                        subscription_id: sub.id.clone(),
-                        event_id: e.id,
-                        event_type: e.event_type,
-                        event: None,
-                    });
+                    batch.push(NewDelivery::to(
+                        sub,
+                        &e.id,
+                        &e.event_type,
+                        e.ordering_key.as_ref(),
+                    ));
                 }
             }
             let taken = self
@@ -204,12 +238,12 @@ impl Engine {
     }
 }
 
-/// The subscriptions of the deliveries a requeue took.
-fn taken_subscriptions(chosen: &[NewDelivery], taken: &[bool]) -> Vec<SubscriptionId> {
+/// The lanes of the deliveries a requeue took.
+fn taken_lanes(chosen: &[NewDelivery], taken: &[bool]) -> Vec<(SubscriptionId, Option<u16>)> {
     chosen
         .iter()
         .zip(taken)
         .filter(|(_, t)| **t)
-        .map(|(d, _)| d.subscription_id.clone())
+        .map(|(d, _)| (d.subscription_id.clone(), Some(d.lane)))
         .collect()
 }

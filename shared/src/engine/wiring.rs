@@ -10,6 +10,7 @@ use crate::ports::{
     AttemptLog, Backfills, Clock, DeadLetters, DeliveryViews, Dns, EventArchive, LaneQueue,
     Notifier, Sender, SubscriptionStore, Suspensions, SystemClock, SystemDns, Wakeup,
 };
+use crate::rate::RateLimits;
 use crate::sender::HttpSender;
 
 /// The ports the engine works through.
@@ -31,6 +32,8 @@ pub struct Ports {
     pub backfills: Arc<dyn Backfills>,
     /// Attempt log.
     pub attempts: Arc<dyn AttemptLog>,
+    /// Rate limits of rate-limited subscriptions.
+    pub rates: Arc<dyn RateLimits>,
     /// Time.
     pub clock: Arc<dyn Clock>,
     /// HTTP sender.
@@ -54,6 +57,7 @@ pub trait Store:
     + DeliveryViews
     + Backfills
     + AttemptLog
+    + RateLimits
     + Clone
     + 'static
 {
@@ -68,6 +72,7 @@ impl<T> Store for T where
         + DeliveryViews
         + Backfills
         + AttemptLog
+        + RateLimits
         + Clone
         + 'static
 {
@@ -113,7 +118,8 @@ impl Ports {
             dead_letters: Arc::new(store.clone()),
             views: Arc::new(store.clone()),
             backfills: Arc::new(store.clone()),
-            attempts: Arc::new(store),
+            attempts: Arc::new(store.clone()),
+            rates: Arc::new(store),
             clock: outside.clock,
             sender: Arc::new(sender),
             dns: outside.dns,

@@ -135,6 +135,71 @@ pub fn next_health(
     h
 }
 
+/// The recovery ramp (`HOOKLANE_RECOVERY_RAMP`, `after=1m,for=2m`, or
+/// `off`): when a failure streak at least `after` long ends, the
+/// subscription runs at a quarter of its lanes and of its rate limit for
+/// `period`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RampConfig {
+    /// The shortest streak whose end starts a ramp.
+    pub after: Duration,
+    /// How long the ramp lasts (zero: no ramp).
+    pub period: Duration,
+}
+
+impl Default for RampConfig {
+    fn default() -> Self {
+        Self {
+            after: Duration::from_secs(60),
+            period: Duration::from_secs(120),
+        }
+    }
+}
+
+impl RampConfig {
+    /// Parses `after=D,for=D` (any subset) or `off`.
+    pub fn parse(raw: &str) -> Result<Self, String> {
+        if raw.trim() == "off" {
+            return Ok(Self {
+                period: Duration::ZERO,
+                ..Self::default()
+            });
+        }
+        let mut c = Self::default();
+        for part in raw.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let (k, v) = part
+                .split_once('=')
+                .ok_or_else(|| format!("`{part}`: use key=value, or off"))?;
+            let d = humantime::parse_duration(v).map_err(|e| format!("`{v}`: {e}"))?;
+            match k {
+                "after" => c.after = d,
+                "for" => c.period = d,
+                other => return Err(format!("`{other}` is not after or for")),
+            }
+        }
+        Ok(c)
+    }
+
+    /// When the ramp of `next` (the record after a sequence ended at `at`)
+    /// ends: a success that ended a streak of at least `after` starts one;
+    /// otherwise a ramp under way goes on.
+    pub fn until(
+        self,
+        prev: &Health,
+        next: &Health,
+        at: OffsetDateTime,
+    ) -> Option<OffsetDateTime> {
+        let ended_streak = next.consecutive_failures == 0
+            && prev
+                .first_failure_at
+                .is_some_and(|since| at - since >= self.after);
+        if ended_streak && !self.period.is_zero() {
+            return Some(at + self.period);
+        }
+        prev.ramp_until.filter(|t| *t > at)
+    }
+}
+
 /// Backfill pacing: `rate` per second, starting at a quarter of it and
 /// ramping up linearly over the first two minutes.
 pub fn backfill_interval(rate: f64, since_start: Duration) -> Duration {

@@ -82,8 +82,9 @@ pub trait Wakeup: Send + Sync {
     /// This event, just accepted, awaits fan-out (at hand: a worker that
     /// keeps it need not read it back).
     fn fan_out(&self, event: &Event);
-    /// These lanes have new deliveries.
-    fn lanes(&self, tenant: &TenantId, subscriptions: &[SubscriptionId]);
+    /// These lanes have new deliveries: (subscription, live lane), or every
+    /// lane of the subscription when the lane is `None` (it was deleted).
+    fn lanes(&self, tenant: &TenantId, lanes: &[(SubscriptionId, Option<u16>)]);
     /// A backfill was scheduled.
     fn backfill(&self);
 }
@@ -94,6 +95,6 @@ pub struct NoWakeup;
 
 impl Wakeup for NoWakeup {
     fn fan_out(&self, _: &Event) {}
-    fn lanes(&self, _: &TenantId, _: &[SubscriptionId]) {}
+    fn lanes(&self, _: &TenantId, _: &[(SubscriptionId, Option<u16>)]) {}
     fn backfill(&self) {}
 }

@@ -9,7 +9,8 @@ use time::OffsetDateTime;
 use super::StoreResult;
 use crate::domain::{
     ArchivePosition, ArchivedEvent, Attempt, BackfillJob, DeadLetter, Delivery, DeliveryRecord,
-    Event, EventId, EventType, Health, Retake, Subscription, SubscriptionId, TenantId,
+    Event, EventId, EventType, Health, LaneCount, OrderingKey, Retake, Subscription, SubscriptionId, TenantId,
+    fnv1a64, lane_of,
 };
 
 /// Subscriptions, with tombstones: a deleted subscription is never
@@ -120,18 +121,49 @@ pub struct NewDelivery {
     /// The event itself, when at hand: a queue that can carry it with the
     /// delivery (the AWS one) saves the delivery an archive read.
     pub event: Option<Event>,
+    /// Its lane among the subscription's lanes (G5).
+    pub lane: u16,
+    /// How many lanes the subscription had when it was queued.
+    pub lanes: LaneCount,
+    /// Its event's ordering key, when it has one.
+    pub ordering_key: Option<OrderingKey>,
 }
 
 impl NewDelivery {
     /// The delivery of `event` to `sub`.
     pub fn of(event: &Event, sub: &Subscription) -> Self {
         Self {
-            tenant: event.tenant.clone(),
-            subscription_id: sub.id.clone(),
-            event_id: event.id.clone(),
-            event_type: event.event_type.clone(),
             event: Some(event.clone()),
+            ..Self::to(sub, &event.id, &event.event_type, event.ordering_key.as_ref())
         }
+    }
+
+    /// The delivery of an event not at hand to `sub`, on the lane its key
+    /// (or id) picks among the subscription's lanes now.
+    pub fn to(
+        sub: &Subscription,
+        event_id: &EventId,
+        event_type: &EventType,
+        ordering_key: Option<&OrderingKey>,
+    ) -> Self {
+        Self {
+            tenant: sub.tenant.clone(),
+            subscription_id: sub.id.clone(),
+            event_id: event_id.clone(),
+            event_type: event_type.clone(),
+            event: None,
+            lane: lane_of(ordering_key, event_id, sub.lanes),
+            lanes: sub.lanes,
+            ordering_key: ordering_key.cloned(),
+        }
+    }
+
+    /// The hash of its ordering key, as the embedded store keeps it (a
+    /// lane head waits for older deliveries of the same hash).
+    pub fn key_hash(&self) -> Option<i64> {
+        self.ordering_key
+            .as_ref()
+            .map(|k| fnv1a64(k.as_str().as_bytes()) as i64)
     }
 }
 

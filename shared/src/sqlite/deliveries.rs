@@ -24,20 +24,23 @@ fn delivery_row(r: &Row<'_>) -> rusqlite::Result<Delivery> {
         attempts: r.get(5)?,
         first_attempt_at: r.get::<_, Option<i64>>(6)?.map(from_ms),
         next_attempt_at: from_ms(r.get(7)?),
+        lane: r.get(8)?,
     })
 }
 
 /// A lane head: the delivery and, joined to it, its archived event.
 fn head_row(r: &Row<'_>) -> rusqlite::Result<(Delivery, Option<Event>)> {
     let d = delivery_row(r)?;
-    let created: Option<i64> = r.get(8)?;
-    let payload: Option<Vec<u8>> = r.get(9)?;
+    let created: Option<i64> = r.get(9)?;
+    let payload: Option<Vec<u8>> = r.get(10)?;
+    let ordering_key = super::events::ordering_key(r, 11)?;
     let event = created.zip(payload).map(|(at, body)| Event {
         id: d.event_id.clone(),
         tenant: d.tenant.clone(),
         event_type: d.event_type.clone(),
         created_at: from_ms(at),
         payload: bytes::Bytes::from(body),
+        ordering_key,
     });
     Ok((d, event))
 }
@@ -54,8 +57,8 @@ impl LaneQueue for SqliteStore {
         self.write_relaxed(move |conn| {
             let mut stmt = conn.prepare_cached(
                 "INSERT OR IGNORE INTO deliveries \
-                 (tenant, subscription_id, event_id, event_type, state, next_attempt_at, updated_at) \
-                 VALUES (?1, ?2, ?3, ?4, 'pending', ?5, ?5)",
+                 (tenant, subscription_id, event_id, event_type, state, next_attempt_at, updated_at, \
+                 lane_no, key_hash) VALUES (?1, ?2, ?3, ?4, 'pending', ?5, ?5, ?6, ?7)",
             )?;
             for d in &rows {
                 stmt.execute(params![
@@ -63,7 +66,9 @@ impl LaneQueue for SqliteStore {
                     d.subscription_id.as_str(),
                     d.event_id.as_str(),
                     d.event_type.as_str(),
-                    now
+                    now,
+                    d.lane,
+                    d.key_hash()
                 ])?;
             }
             Ok(())
@@ -143,7 +148,7 @@ impl LaneQueue for SqliteStore {
         backfill: bool,
     ) -> StoreResult<Vec<bool>> {
         let rows = deliveries.to_vec();
-        let lane = if backfill { Lane::Backfill } else { Lane::Live };
+        let lane = if backfill { "backfill" } else { "live" };
         let now = ms(OffsetDateTime::now_utc());
         // Durable: a replay's answer promises it.
         self.write(move |conn| {
@@ -174,7 +179,7 @@ fn requeue_one(
     conn: &rusqlite::Connection,
     d: &NewDelivery,
     rule: Retake,
-    lane: Lane,
+    lane: &str,
     now: i64,
 ) -> rusqlite::Result<bool> {
     let (sub, event) = (d.subscription_id.as_str(), d.event_id.as_str());
@@ -198,39 +203,55 @@ fn requeue_one(
     conn.prepare_cached("DELETE FROM deliveries WHERE subscription_id = ?1 AND event_id = ?2")?
         .execute(params![sub, event])?;
     conn.prepare_cached(
-        "INSERT INTO deliveries (tenant, subscription_id, event_id, event_type, state, next_attempt_at, updated_at, lane) \
-         VALUES (?1, ?2, ?3, ?4, 'pending', ?5, ?5, ?6)",
+        "INSERT INTO deliveries (tenant, subscription_id, event_id, event_type, state, next_attempt_at, \
+         updated_at, lane, lane_no, key_hash) VALUES (?1, ?2, ?3, ?4, 'pending', ?5, ?5, ?6, ?7, ?8)",
     )?
-    .execute(params![d.tenant.as_str(), sub, event, d.event_type.as_str(), now, lane.as_str()])?;
+    .execute(params![
+        d.tenant.as_str(),
+        sub,
+        event,
+        d.event_type.as_str(),
+        now,
+        lane,
+        d.lane,
+        d.key_hash()
+    ])?;
     Ok(true)
 }
 
-/// Which of a subscription's two lanes: live deliveries, or the backfill
-/// after re-enabling (paced, and never ahead of or behind live ones).
+/// A lane of a subscription: one of its live lanes (0 to lanes - 1:
+/// deliveries from fan-out and replay), or its backfill lane after
+/// re-enabling (paced, one lane).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Lane {
-    /// Deliveries from fan-out and replay.
-    Live,
-    /// Deliveries from a backfill.
+    /// Live lane number n.
+    Live(u16),
+    /// The backfill lane.
     Backfill,
 }
 
 impl Lane {
-    fn as_str(self) -> &'static str {
+    /// The stored `lane` and `lane_no` columns.
+    fn columns(self) -> (&'static str, u16) {
         match self {
-            Self::Live => "live",
-            Self::Backfill => "backfill",
+            Self::Live(n) => ("live", n),
+            Self::Backfill => ("backfill", 0),
         }
     }
 
-    fn parse(raw: &str) -> rusqlite::Result<Self> {
+    fn parse(raw: &str, n: u16) -> rusqlite::Result<Self> {
         match raw {
-            "live" => Ok(Self::Live),
+            "live" => Ok(Self::Live(n)),
             "backfill" => Ok(Self::Backfill),
             _ => Err(corrupt("lane")),
         }
     }
 }
+
+/// A lane's head as read: the delivery with its event, and whether it
+/// waits for an older pending delivery of its ordering key on another
+/// lane (after a change of lanes, G5).
+pub type Head = (Delivery, Option<Event>, bool);
 
 impl SqliteStore {
     /// The head of a lane: its oldest pending delivery.
@@ -240,7 +261,7 @@ impl SqliteStore {
         sub: &SubscriptionId,
         lane: Lane,
     ) -> StoreResult<Option<Delivery>> {
-        Ok(self.lane_head_with_event(sub, lane).await?.map(|(d, _)| d))
+        Ok(self.lane_head_with_event(sub, lane).await?.map(|(d, _, _)| d))
     }
 
     /// The head of a lane with its archived event, read together: the lane
@@ -256,7 +277,7 @@ impl SqliteStore {
         &self,
         sub: &SubscriptionId,
         lane: Lane,
-    ) -> StoreResult<Option<(Delivery, Option<Event>)>> {
+    ) -> StoreResult<Option<Head>> {
         loop {
             match self.read_lane_head(sub, lane).await? {
                 None => return Ok(None),
@@ -289,18 +310,23 @@ impl SqliteStore {
         &self,
         sub: &SubscriptionId,
         lane: Lane,
-    ) -> StoreResult<Option<(i64, rusqlite::Result<(Delivery, Option<Event>)>)>> {
+    ) -> StoreResult<Option<(i64, rusqlite::Result<Head>)>> {
         let sub = sub.clone();
+        let (lane, lane_no) = lane.columns();
         self.read(move |conn| {
             conn.prepare_cached(
                 "SELECT d.seq, d.tenant, d.subscription_id, d.event_id, d.event_type, d.attempts, \
-                 d.first_attempt_at, d.next_attempt_at, e.created_at, e.payload \
+                 d.first_attempt_at, d.next_attempt_at, d.lane_no, e.created_at, e.payload, e.ordering_key, \
+                 d.key_hash IS NOT NULL AND EXISTS (SELECT 1 FROM deliveries o \
+                   WHERE o.subscription_id = d.subscription_id AND o.key_hash = d.key_hash \
+                   AND o.state = 'pending' AND o.seq < d.seq AND o.lane = d.lane) \
                  FROM deliveries d LEFT JOIN events e ON e.tenant = d.tenant AND e.id = d.event_id \
-                 WHERE d.subscription_id = ?1 AND d.lane = ?2 AND d.state = 'pending' \
+                 WHERE d.subscription_id = ?1 AND d.lane = ?2 AND d.lane_no = ?3 AND d.state = 'pending' \
                  ORDER BY d.seq LIMIT 1",
             )?
-            .query_row(params![sub.as_str(), lane.as_str()], |r| {
-                Ok((r.get::<_, i64>(0)?, head_row(r)))
+            .query_row(params![sub.as_str(), lane, lane_no], |r| {
+                let head = head_row(r).and_then(|(d, e)| Ok((d, e, r.get::<_, bool>(12)?)));
+                Ok((r.get::<_, i64>(0)?, head))
             })
             .optional()
         })
@@ -311,7 +337,7 @@ impl SqliteStore {
     pub async fn pending_lanes(&self) -> StoreResult<Vec<(TenantId, SubscriptionId, Lane)>> {
         self.read(|conn| {
             conn.prepare_cached(
-                "SELECT DISTINCT tenant, subscription_id, lane FROM deliveries WHERE state = 'pending'",
+                "SELECT DISTINCT tenant, subscription_id, lane, lane_no FROM deliveries WHERE state = 'pending'",
             )?
             .query_map([], |r| {
                 let lane = || -> rusqlite::Result<_> {
@@ -319,7 +345,7 @@ impl SqliteStore {
                         TenantId::parse(&r.get::<_, String>(0)?).map_err(|_| corrupt("tenant"))?,
                         SubscriptionId::parse(&r.get::<_, String>(1)?)
                             .map_err(|_| corrupt("subscription id"))?,
-                        Lane::parse(&r.get::<_, String>(2)?)?,
+                        Lane::parse(&r.get::<_, String>(2)?, r.get(3)?)?,
                     ))
                 };
                 Ok((r.get::<_, String>(1)?, lane()))

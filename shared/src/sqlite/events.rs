@@ -7,13 +7,15 @@ use rusqlite::{params, OptionalExtension, Row};
 use time::{Duration, OffsetDateTime};
 
 use super::{corrupt, from_ms, ms, SqliteStore};
-use crate::domain::{ArchivePosition, ArchivedEvent, Event, EventId, EventType, TenantId};
+use crate::domain::{
+    ArchivePosition, ArchivedEvent, Event, EventId, EventType, OrderingKey, TenantId,
+};
 use crate::ports::{Accepted, EventArchive, StoreError, StoreResult};
 
 /// How long an event id stays reserved for idempotent publish (G12).
 const IDEMPOTENCY_WINDOW: Duration = Duration::hours(24);
 
-/// Reads an event from five columns starting at `i`.
+/// Reads an event from six columns starting at `i`.
 fn event_at(r: &Row<'_>, i: usize) -> rusqlite::Result<Event> {
     Ok(Event {
         tenant: TenantId::parse(&r.get::<_, String>(i)?).map_err(|_| corrupt("tenant"))?,
@@ -21,14 +23,22 @@ fn event_at(r: &Row<'_>, i: usize) -> rusqlite::Result<Event> {
         event_type: EventType::parse(&r.get::<_, String>(i + 2)?).map_err(|_| corrupt("type"))?,
         created_at: from_ms(r.get(i + 3)?),
         payload: bytes::Bytes::from(r.get::<_, Vec<u8>>(i + 4)?),
+        ordering_key: ordering_key(r, i + 5)?,
     })
+}
+
+/// An ordering key column.
+pub(super) fn ordering_key(r: &Row<'_>, i: usize) -> rusqlite::Result<Option<OrderingKey>> {
+    r.get::<_, Option<String>>(i)?
+        .map(|k| OrderingKey::parse(&k).map_err(|_| corrupt("ordering key")))
+        .transpose()
 }
 
 fn from_row(r: &Row<'_>) -> rusqlite::Result<Event> {
     event_at(r, 0)
 }
 
-const SELECT: &str = "SELECT tenant, id, type, created_at, payload FROM events";
+const SELECT: &str = "SELECT tenant, id, type, created_at, payload, ordering_key FROM events";
 
 /// The outcome of accepting inside the writer.
 enum Outcome {
@@ -55,14 +65,16 @@ impl EventArchive for SqliteStore {
                     });
                 }
                 conn.prepare_cached(
-                    "INSERT INTO events (tenant, id, type, created_at, payload) VALUES (?1, ?2, ?3, ?4, ?5)",
+                    "INSERT INTO events (tenant, id, type, created_at, payload, ordering_key) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
                 )?
                 .execute(params![
                     e.tenant.as_str(),
                     e.id.as_str(),
                     e.event_type.as_str(),
                     ms(e.created_at),
-                    e.payload.as_ref()
+                    e.payload.as_ref(),
+                    e.ordering_key.as_ref().map(OrderingKey::as_str)
                 ])?;
                 conn.prepare_cached("INSERT INTO fanout_jobs (tenant, event_id) VALUES (?1, ?2)")?
                     .execute(params![e.tenant.as_str(), e.id.as_str()])?;
@@ -99,7 +111,7 @@ impl EventArchive for SqliteStore {
         let until = ms(until);
         self.read(move |conn| {
             conn.prepare_cached(
-                "SELECT id, type, created_at FROM events WHERE tenant = ?1 AND created_at <= ?2 \
+                "SELECT id, type, created_at, ordering_key FROM events WHERE tenant = ?1 AND created_at <= ?2 \
                  AND (created_at > ?3 OR (created_at = ?3 AND id > ?4)) ORDER BY created_at, id LIMIT ?5",
             )?
             .query_map(
@@ -112,6 +124,7 @@ impl EventArchive for SqliteStore {
                             event_type: EventType::parse(&r.get::<_, String>(1)?)
                                 .map_err(|_| corrupt("type"))?,
                             created_at: from_ms(r.get(2)?),
+                            ordering_key: ordering_key(r, 3)?,
                         })
                     };
                     Ok((key.clone(), event()))
@@ -131,7 +144,7 @@ impl SqliteStore {
         let rows = self
             .read(move |conn| {
                 conn.prepare_cached(
-                    "SELECT j.seq, e.tenant, e.id, e.type, e.created_at, e.payload FROM fanout_jobs j \
+                    "SELECT j.seq, e.tenant, e.id, e.type, e.created_at, e.payload, e.ordering_key FROM fanout_jobs j \
                      JOIN events e ON e.tenant = j.tenant AND e.id = j.event_id ORDER BY j.seq LIMIT ?1",
                 )?
                 .query_map(params![limit as i64], |r| {

@@ -31,8 +31,21 @@ use rusqlite::Connection;
 use tokio::sync::oneshot;
 
 use crate::ports::{StoreError, StoreResult};
+use crate::rate::{InMemoryRates, RateLimits, Slot};
 
 pub use deliveries::Lane;
+
+#[async_trait::async_trait]
+impl RateLimits for SqliteStore {
+    async fn reserve(
+        &self,
+        sub: &crate::domain::SubscriptionId,
+        limit: crate::domain::RateLimit,
+        now: time::OffsetDateTime,
+    ) -> StoreResult<Slot> {
+        self.inner.rates.reserve(sub, limit, now).await
+    }
+}
 
 /// Most writes committed together in one transaction.
 const GROUP_LIMIT: usize = 512;
@@ -55,6 +68,8 @@ pub struct SqliteStore {
 struct Inner {
     path: PathBuf,
     jobs: Mutex<mpsc::Sender<Job>>,
+    /// Rate limits: one process holds every lane, so they live in memory.
+    rates: InMemoryRates,
 }
 
 fn backend(e: impl std::fmt::Display) -> StoreError {
@@ -121,6 +136,7 @@ impl SqliteStore {
             inner: Arc::new(Inner {
                 path: path.to_owned(),
                 jobs: Mutex::new(tx),
+                rates: InMemoryRates::default(),
             }),
         })
     }

@@ -76,7 +76,6 @@ CREATE TABLE IF NOT EXISTS deliveries (
     lane TEXT NOT NULL DEFAULT 'live'
 );
 CREATE UNIQUE INDEX IF NOT EXISTS deliveries_once ON deliveries (subscription_id, event_id);
-CREATE INDEX IF NOT EXISTS deliveries_lane ON deliveries (subscription_id, lane, state, seq);
 CREATE INDEX IF NOT EXISTS deliveries_by_event ON deliveries (tenant, event_id);
 CREATE INDEX IF NOT EXISTS deliveries_parked ON deliveries (tenant, state, seq);
 
@@ -98,9 +97,43 @@ CREATE INDEX IF NOT EXISTS attempts_by_sub ON attempts (tenant, subscription_id,
 CREATE INDEX IF NOT EXISTS attempts_by_time ON attempts (started_at);
 "#;
 
-/// Creates the tables and indexes that are missing.
+/// Columns added after the first release, to tables that may already
+/// exist without them: (table, column, definition).
+const ADDED: &[(&str, &str, &str)] = &[
+    ("subscriptions", "lanes", "INTEGER NOT NULL DEFAULT 1"),
+    ("subscriptions", "rate_limit", "INTEGER"),
+    ("events", "ordering_key", "TEXT"),
+    // A delivery's lane among its subscription's lanes, and the hash of
+    // its event's ordering key (NULL without one): a lane head waits for
+    // older pending deliveries of its key on other lanes (G5).
+    ("deliveries", "lane_no", "INTEGER NOT NULL DEFAULT 0"),
+    ("deliveries", "key_hash", "INTEGER"),
+];
+
+/// Indexes over the added columns.
+const ADDED_INDEXES: &str = r#"
+DROP INDEX IF EXISTS deliveries_lane;
+CREATE INDEX IF NOT EXISTS deliveries_lane_no ON deliveries (subscription_id, lane, lane_no, state, seq);
+CREATE INDEX IF NOT EXISTS deliveries_by_key ON deliveries (subscription_id, key_hash, seq)
+    WHERE key_hash IS NOT NULL AND state = 'pending';
+"#;
+
+/// Creates the tables, columns and indexes that are missing.
 pub(super) fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
     let tx = conn.transaction()?;
     tx.execute_batch(SCHEMA)?;
+    for (table, column, definition) in ADDED {
+        let present: bool = tx.query_row(
+            &format!("SELECT EXISTS (SELECT 1 FROM pragma_table_info('{table}') WHERE name = ?1)"),
+            [column],
+            |r| r.get(0),
+        )?;
+        if !present {
+            tx.execute_batch(&format!(
+                "ALTER TABLE {table} ADD COLUMN {column} {definition}"
+            ))?;
+        }
+    }
+    tx.execute_batch(ADDED_INDEXES)?;
     tx.commit()
 }

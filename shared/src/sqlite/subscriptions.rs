@@ -12,7 +12,8 @@ use crate::ports::{StoreResult, SubscriptionStore, Suspensions};
 use crate::record::SubscriptionRecord;
 
 const COLUMNS: &str = "id, tenant, url, filters, description, metadata, secret, prev_secret, \
-     prev_secret_expires_at, status, health, suspended_at, status_reason, created_at, updated_at";
+     prev_secret_expires_at, status, health, suspended_at, status_reason, created_at, updated_at, \
+     lanes, rate_limit";
 
 /// A row as the stored record, then the one conversion back into the
 /// domain ([`SubscriptionRecord`], shared with the AWS adapter).
@@ -33,6 +34,8 @@ fn from_row(r: &Row<'_>) -> rusqlite::Result<Subscription> {
         status_reason: r.get(12)?,
         created_at: r.get(13)?,
         updated_at: r.get(14)?,
+        lanes: r.get(15)?,
+        rate_limit: r.get(16)?,
     };
     Subscription::try_from(rec).map_err(|e| corrupt(&e.0))
 }
@@ -88,7 +91,7 @@ impl SubscriptionStore for SqliteStore {
         let rec = SubscriptionRecord::from(&sub);
         self.write(move |conn| {
             conn.execute(
-                &format!("INSERT INTO subscriptions ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)"),
+                &format!("INSERT INTO subscriptions ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)"),
                 params![
                     rec.id,
                     rec.tenant,
@@ -105,6 +108,8 @@ impl SubscriptionStore for SqliteStore {
                     rec.status_reason,
                     rec.created_at,
                     rec.updated_at,
+                    rec.lanes,
+                    rec.rate_limit,
                 ],
             )?;
             write_filters(conn, &sub)
@@ -152,8 +157,8 @@ impl SubscriptionStore for SqliteStore {
         self.write(move |conn| {
             let n = conn.execute(
                 "UPDATE subscriptions SET url = ?3, filters = ?4, description = ?5, metadata = ?6, \
-                 secret = ?7, prev_secret = ?8, prev_secret_expires_at = ?9, updated_at = ?10 \
-                 WHERE id = ?1 AND tenant = ?2 AND deleted_at IS NULL",
+                 secret = ?7, prev_secret = ?8, prev_secret_expires_at = ?9, updated_at = ?10, \
+                 lanes = ?11, rate_limit = ?12 WHERE id = ?1 AND tenant = ?2 AND deleted_at IS NULL",
                 params![
                     rec.id,
                     rec.tenant,
@@ -165,6 +170,8 @@ impl SubscriptionStore for SqliteStore {
                     rec.prev_secret,
                     rec.prev_secret_expires_at,
                     rec.updated_at,
+                    rec.lanes,
+                    rec.rate_limit,
                 ],
             )?;
             if n == 1 {

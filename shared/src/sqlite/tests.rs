@@ -25,7 +25,7 @@ impl Harness for Sqlite {
     }
     async fn next_delivery(&self, sub: &SubscriptionId) -> Option<Delivery> {
         self.store
-            .lane_head(sub, super::Lane::Live)
+            .lane_head(sub, super::Lane::Live(0))
             .await
             .expect("lane head")
     }
@@ -88,17 +88,16 @@ async fn deleting_a_subscription_drops_its_queued_deliveries_and_refuses_new_att
     let t = crate::domain::TenantId::parse("gone").unwrap();
     let sub = contract::subscription(&t, &["*"]);
     h.store.insert(&sub).await.unwrap();
-    let d = crate::ports::NewDelivery {
-        tenant: t.clone(),
-        subscription_id: sub.id.clone(),
-        event_id: crate::domain::EventId::generate(),
-        event_type: crate::domain::EventType::parse("a.b").unwrap(),
-        event: None,
-    };
+    let d = crate::ports::NewDelivery::to(
+        &sub,
+        &crate::domain::EventId::generate(),
+        &crate::domain::EventType::parse("a.b").unwrap(),
+        None,
+    );
     h.store.enqueue(&[d]).await.unwrap();
     let head = h
         .store
-        .lane_head(&sub.id, super::Lane::Live)
+        .lane_head(&sub.id, super::Lane::Live(0))
         .await
         .unwrap()
         .expect("queued");
@@ -112,7 +111,7 @@ async fn deleting_a_subscription_drops_its_queued_deliveries_and_refuses_new_att
     assert!(!h.store.begin(&head, now, lease).await.unwrap());
     assert!(h
         .store
-        .lane_head(&sub.id, super::Lane::Live)
+        .lane_head(&sub.id, super::Lane::Live(0))
         .await
         .unwrap()
         .is_none());
@@ -146,13 +145,12 @@ fn cached_statements_are_not_recompiled_when_bound_again() {
 }
 
 fn delivery_of(sub: &crate::domain::Subscription, n: u32) -> crate::ports::NewDelivery {
-    crate::ports::NewDelivery {
-        tenant: sub.tenant.clone(),
-        subscription_id: sub.id.clone(),
-        event_id: crate::domain::EventId::parse(&format!("evt_{n}")).unwrap(),
-        event_type: crate::domain::EventType::parse("a.b").unwrap(),
-        event: None,
-    }
+    crate::ports::NewDelivery::to(
+        sub,
+        &crate::domain::EventId::parse(&format!("evt_{n}")).unwrap(),
+        &crate::domain::EventType::parse("a.b").unwrap(),
+        None,
+    )
 }
 
 #[tokio::test]
@@ -176,7 +174,7 @@ async fn a_queued_delivery_that_does_not_parse_is_parked_with_the_reason_reporte
         .unwrap();
     let before = crate::record::UNREADABLE.load(std::sync::atomic::Ordering::SeqCst);
 
-    let head = h.store.lane_head(&sub.id, super::Lane::Live).await.unwrap();
+    let head = h.store.lane_head(&sub.id, super::Lane::Live(0)).await.unwrap();
     assert_eq!(
         head.map(|d| d.event_id.as_str().to_owned()).as_deref(),
         Some("evt_2"),

@@ -29,7 +29,7 @@ fn dead_letter_row(r: &Row<'_>) -> rusqlite::Result<(i64, DeadLetter)> {
 }
 
 /// A delivery's record (`state, attempts, last_status, next_attempt_at,
-/// first_attempt_at` from column 1).
+/// first_attempt_at, lane_no` from column 1).
 fn record_row(r: &Row<'_>) -> rusqlite::Result<DeliveryRecord> {
     Ok(DeliveryRecord {
         state: DeliveryState::parse(&r.get::<_, String>(1)?)
@@ -38,6 +38,7 @@ fn record_row(r: &Row<'_>) -> rusqlite::Result<DeliveryRecord> {
         last_status_code: r.get(3)?,
         next_attempt_at: Some(from_ms(r.get(4)?)),
         first_attempt_at: r.get::<_, Option<i64>>(5)?.map(from_ms),
+        lane: Some(r.get(6)?),
     })
 }
 
@@ -79,7 +80,7 @@ impl DeliveryViews for SqliteStore {
         let (tenant, event_id) = (tenant.clone(), event_id.clone());
         self.read(move |conn| {
             conn.prepare_cached(
-                "SELECT subscription_id, state, attempts, last_status, next_attempt_at, first_attempt_at \
+                "SELECT subscription_id, state, attempts, last_status, next_attempt_at, first_attempt_at, lane_no \
                  FROM deliveries WHERE tenant = ?1 AND event_id = ?2 ORDER BY subscription_id",
             )?
             .query_map(params![tenant.as_str(), event_id.as_str()], |r| {

@@ -61,6 +61,8 @@ struct Parsed {
     event_type: EventType,
     /// The event itself, when the message carries it.
     carried: Option<Event>,
+    /// Its live lane.
+    lane: u16,
 }
 
 fn parse(m: &SqsMessage) -> Result<Parsed, String> {
@@ -71,6 +73,7 @@ fn parse(m: &SqsMessage) -> Result<Parsed, String> {
     let event = EventId::parse(&msg.event_id).map_err(|e| field("event_id", e))?;
     Ok(Parsed {
         carried: msg.event.as_ref().and_then(|c| c.event(&tenant, &event)),
+        lane: msg.lane_no.unwrap_or(0),
         sub: SubscriptionId::parse(&msg.subscription_id)
             .map_err(|e| field("subscription_id", e))?,
         event_type: EventType::parse(&msg.event_type).map_err(|e| field("event_type", e))?,
@@ -146,6 +149,7 @@ async fn attempt(ctx: &Deliver, m: &SqsMessage, p: &Parsed, read_record: bool) -
         subscription_id: p.sub.clone(),
         event_id: p.event.clone(),
         event_type: p.event_type.clone(),
+        lane: p.lane,
         attempts: record.attempts,
         first_attempt_at: record.first_attempt_at,
         next_attempt_at: now,

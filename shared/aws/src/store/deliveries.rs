@@ -65,6 +65,8 @@ fn message_of(d: &NewDelivery) -> DeliveryMessage {
         d.event_type.as_str(),
     );
     m.event = d.event.as_ref().and_then(CarriedEvent::of);
+    m.lane_no = (d.lanes.get() > 1).then_some(d.lane);
+    m.ordering_key = d.ordering_key.as_ref().map(|k| k.as_str().to_owned());
     m
 }
 
@@ -297,5 +299,6 @@ pub(crate) fn record_of(item: &Item) -> StoreResult<DeliveryRecord> {
         first_attempt_at: get_n(item, "first_attempt_at").map(from_ms),
         next_attempt_at: get_n(item, "next_attempt_at").map(from_ms),
         last_status_code: get_n(item, "last_status").map(|c| c as u16),
+        lane: get_n(item, "lane").map(|n| n as u16),
     })
 }

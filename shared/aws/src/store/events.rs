@@ -5,7 +5,9 @@
 //! retry completes it.
 
 use async_trait::async_trait;
-use hooklane_core::domain::{ArchivePosition, ArchivedEvent, Event, EventId, EventType, TenantId};
+use hooklane_core::domain::{
+    ArchivePosition, ArchivedEvent, Event, EventId, EventType, OrderingKey, TenantId,
+};
 use hooklane_core::ports::{Accepted, EventArchive, StoreError, StoreResult};
 use hooklane_core::record::{from_ms, ms};
 use time::OffsetDateTime;
@@ -33,7 +35,15 @@ fn from_item(item: &Item) -> StoreResult<Event> {
         event_type: EventType::parse(field("type")?).map_err(|_| corrupt("event type"))?,
         created_at: from_ms(get_n(item, "created_at").ok_or_else(|| corrupt("event time"))?),
         payload: bytes::Bytes::from(field("payload")?.to_owned()),
+        ordering_key: ordering_key(item)?,
     })
+}
+
+/// An event item's ordering key, when it has one.
+fn ordering_key(item: &Item) -> StoreResult<Option<OrderingKey>> {
+    get_s(item, "ordering_key")
+        .map(|k| OrderingKey::parse(k).map_err(|_| corrupt("ordering key")))
+        .transpose()
 }
 
 fn expired(item: &Item, now: time::OffsetDateTime) -> bool {
@@ -80,7 +90,7 @@ impl EventArchive for AwsStore {
         // Idempotent (see `write_token`): a put whose answer was lost and
         // that the SDK sends again is this accept, not a duplicate publish.
         let token = super::write_token();
-        let put = self
+        let mut put = self
             .ddb
             .put_item()
             .table_name(&self.settings.table)
@@ -97,10 +107,11 @@ impl EventArchive for AwsStore {
             )
             .item("accept_token", string_attr(&token))
             .condition_expression("attribute_not_exists(pk) OR accept_token = :token")
-            .expression_attribute_values(":token", string_attr(token))
-            .send()
-            .await;
-        match put {
+            .expression_attribute_values(":token", string_attr(token));
+        if let Some(key) = &event.ordering_key {
+            put = put.item("ordering_key", string_attr(key.as_str()));
+        }
+        match put.send().await {
             Ok(_) => {
                 self.send_fan_out(&event).await?;
                 Ok(Accepted::New(event))
@@ -150,7 +161,7 @@ impl EventArchive for AwsStore {
             .table_name(&self.settings.table)
             .key_condition_expression("pk = :pk AND begins_with(sk, :e)")
             .filter_expression("created_at BETWEEN :since AND :until")
-            .projection_expression("pk, sk, id, #type, created_at")
+            .projection_expression("pk, sk, id, #type, created_at, ordering_key")
             .expression_attribute_names("#type", "type")
             .expression_attribute_values(":pk", string_attr(tenant_pk(tenant)))
             .expression_attribute_values(":e", string_attr("E#"))
@@ -174,6 +185,7 @@ fn archived(item: &Item) -> StoreResult<ArchivedEvent> {
         id: EventId::parse(field("id")?).map_err(|_| corrupt("event id"))?,
         event_type: EventType::parse(field("type")?).map_err(|_| corrupt("event type"))?,
         created_at: from_ms(get_n(item, "created_at").ok_or_else(|| corrupt("event time"))?),
+        ordering_key: ordering_key(item)?,
     })
 }
 

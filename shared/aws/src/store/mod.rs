@@ -9,6 +9,7 @@
 //!   order); created at the first attempt, so the attempt number is exact
 //! - attempt: `A#{tenant}#{subscription}`, zero-padded sequence
 //! - spilled delivery: `L#{subscription}`, zero-padded sequence
+//! - rate limit: `R#{subscription}`, `rate` (only rate-limited ones; TTL)
 //!
 //! TTL deletion can be days late, so reads drop expired items in code.
 
@@ -19,6 +20,7 @@ mod dead_letters;
 mod deliveries;
 mod events;
 mod lane_flags;
+mod rates;
 mod records;
 mod resources;
 mod spill;

@@ -35,6 +35,7 @@ impl AwsStore {
             .expression_attribute_values(":s", string_attr(d.subscription_id.as_str()))
             .expression_attribute_values(":e", string_attr(d.event_id.as_str()))
             .expression_attribute_values(":ty", string_attr(d.event_type.as_str()))
+            .expression_attribute_values(":lane", number_attr(d.lane))
             .expression_attribute_values(":g1", string_attr(by_event_pk(&d.tenant, &d.event_id)))
             .expression_attribute_values(":exp", number_attr(now.unix_timestamp() + RETENTION_SECS))
             .send()
@@ -63,7 +64,7 @@ impl AwsStore {
                 "SET attempts = :next, tenant = :t, subscription_id = :s, \
                  event_id = :e, event_type = :ty, #state = :pending, attempt_token = :token, \
                  first_attempt_at = if_not_exists(first_attempt_at, :now), last_attempt_at = :now, \
-                 next_attempt_at = :lease, gsi1pk = :g1, gsi1sk = :s, expires_at = :exp",
+                 next_attempt_at = :lease, gsi1pk = :g1, gsi1sk = :s, expires_at = :exp, lane = :lane",
             )
             .condition_expression(
                 "(attribute_not_exists(pk) AND :n = :zero) OR (#state = :pending AND attempts = :n) \
