@@ -30,6 +30,9 @@ pub enum Reply {
     Hang,
     /// Hold the request until the gate opens, then answer this status.
     Gated(Gate, u16),
+    /// Answer this status after this long (a receiver that does work
+    /// before answering).
+    Slow(std::time::Duration, u16),
 }
 
 /// A gate a test opens once: requests answered `Reply::Gated` wait for it.
@@ -102,6 +105,8 @@ struct Inner {
     defaults: HashMap<String, Reply>,
     records: Vec<Recorded>,
     hanging: usize,
+    /// Requests being answered now, and the most ever at once, per path.
+    in_flight: HashMap<String, (usize, usize)>,
 }
 
 /// The receiver: `url(name)` is an endpoint.
@@ -172,6 +177,12 @@ impl Receiver {
         self.lock().records.clone()
     }
 
+    /// The most requests `name` held at once (counted from arrival to
+    /// answer).
+    pub fn peak_in_flight(&self, name: &str) -> usize {
+        self.lock().in_flight.get(name).map_or(0, |(_, peak)| *peak)
+    }
+
     /// Requests accepted and still held open.
     pub fn hanging(&self) -> usize {
         self.lock().hanging
@@ -203,14 +214,22 @@ async fn handle(
         if matches!(reply, Reply::Hang) {
             g.hanging += 1;
         }
+        let (now, peak) = g.in_flight.entry(name.clone()).or_default();
+        *now += 1;
+        *peak = (*peak).max(*now);
         reply
     };
+    let _answered = InFlight(inner.clone(), name);
     let code = |c: u16| StatusCode::from_u16(c).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     match reply {
         Reply::Status(c) => code(c).into_response(),
         Reply::RetryAfter(c, v) => (code(c), [("retry-after", v)]).into_response(),
         Reply::Body(c, b) => (code(c), b).into_response(),
         Reply::Redirect(c, to) => (code(c), [("location", to)]).into_response(),
+        Reply::Slow(after, c) => {
+            tokio::time::sleep(after).await;
+            code(c).into_response()
+        }
         Reply::Gated(gate, c) => {
             gate.pass().await;
             code(c).into_response()
@@ -220,6 +239,18 @@ async fn handle(
             let _guard = HangGuard(inner.clone());
             std::future::pending::<()>().await;
             StatusCode::OK.into_response()
+        }
+    }
+}
+
+/// Counts a request out of flight when it is answered (or dropped).
+struct InFlight(Arc<Mutex<Inner>>, String);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let mut g = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((now, _)) = g.in_flight.get_mut(&self.1) {
+            *now = now.saturating_sub(1);
         }
     }
 }
