@@ -75,7 +75,10 @@ pub fn reserve(tat: Option<i64>, now: i64, limit: RateLimit) -> (Slot, Option<i6
     if start - now > horizon {
         return (Slot::NotBefore(from_micros(start - horizon)), None);
     }
-    (Slot::At(from_micros(start)), Some(start + interval_us(limit)))
+    (
+        Slot::At(from_micros(start)),
+        Some(start + interval_us(limit)),
+    )
 }
 
 /// Rate limits kept in this process (the embedded runtime: one process
@@ -124,13 +127,22 @@ mod tests {
         let mut starts = Vec::new();
         for _ in 0..5 {
             let (slot, next) = reserve(tat, now, limit(4));
-            let Slot::At(at) = slot else { panic!("within the horizon") };
+            let Slot::At(at) = slot else {
+                panic!("within the horizon")
+            };
             starts.push(micros(at));
             tat = next;
         }
-        assert_eq!(starts, [1_000_000, 1_250_000, 1_500_000, 1_750_000, 2_000_000]);
+        assert_eq!(
+            starts,
+            [1_000_000, 1_250_000, 1_500_000, 1_750_000, 2_000_000]
+        );
         let (slot, next) = reserve(tat, now, limit(4));
-        assert_eq!(slot, Slot::NotBefore(from_micros(1_250_000)), "past the horizon");
+        assert_eq!(
+            slot,
+            Slot::NotBefore(from_micros(1_250_000)),
+            "past the horizon"
+        );
         assert_eq!(next, None, "nothing reserved");
         let (slot, _) = reserve(Some(2_250_000), 9_000_000, limit(4));
         assert_eq!(slot, Slot::At(from_micros(9_000_000)), "idle: now, once");
@@ -152,7 +164,10 @@ mod tests {
                 }
             }
             for (i, s) in starts.iter().enumerate() {
-                let in_window = starts[i..].iter().take_while(|t| **t < s + 1_000_000).count();
+                let in_window = starts[i..]
+                    .iter()
+                    .take_while(|t| **t < s + 1_000_000)
+                    .count();
                 assert!(in_window <= n as usize, "{n}/s: {in_window} in a window");
             }
         }

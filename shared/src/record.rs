@@ -145,7 +145,10 @@ impl TryFrom<SubscriptionRecord> for Subscription {
             created_at: from_ms(r.created_at),
             updated_at: from_ms(r.updated_at),
             lanes: LaneCount::parse(r.lanes.into())?,
-            rate_limit: r.rate_limit.map(|n| RateLimit::parse(n.into())).transpose()?,
+            rate_limit: r
+                .rate_limit
+                .map(|n| RateLimit::parse(n.into()))
+                .transpose()?,
         })
     }
 }

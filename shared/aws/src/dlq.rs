@@ -279,7 +279,10 @@ fn requeued(tenant: &TenantId, d: &DeliveryMessage) -> Option<NewDelivery> {
         event: None,
         lane: d.lane_no.unwrap_or(0),
         lanes: lanes.ok()?,
-        ordering_key: d.ordering_key.as_deref().and_then(|k| OrderingKey::parse(k).ok()),
+        ordering_key: d
+            .ordering_key
+            .as_deref()
+            .and_then(|k| OrderingKey::parse(k).ok()),
     })
 }
 

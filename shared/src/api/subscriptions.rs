@@ -292,10 +292,7 @@ pub(super) async fn delete(
         .dropped
         .fetch_add(dropped, std::sync::atomic::Ordering::Relaxed);
     // Wake the lane so a task waiting on a retry finds its lane empty.
-    engine
-        .ports
-        .wakeup
-        .lanes(&tenant, &[(id, None)]);
+    engine.ports.wakeup.lanes(&tenant, &[(id, None)]);
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -104,7 +104,11 @@ impl Engine {
         let Some(limit) = sub.rate_limit else {
             return Ok(Ok(now));
         };
-        let limit = if ramp.is_some() { limit.quarter() } else { limit };
+        let limit = if ramp.is_some() {
+            limit.quarter()
+        } else {
+            limit
+        };
         match self.ports.rates.reserve(&sub.id, limit, now).await? {
             Slot::At(at) if at > now => {
                 tokio::time::sleep((at - now).try_into().unwrap_or_default()).await;

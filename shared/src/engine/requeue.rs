@@ -19,7 +19,8 @@ use tracing::info;
 
 use super::Engine;
 use crate::domain::{
-    BackfillJob, DeadLetter, EventId, Retake, Subscription, SubscriptionId, SubscriptionStatus, TenantId,
+    BackfillJob, DeadLetter, EventId, Retake, Subscription, SubscriptionId, SubscriptionStatus,
+    TenantId,
 };
 use crate::health::backfill_interval;
 use crate::ports::{NewDelivery, StoreResult};

@@ -183,12 +183,7 @@ impl RampConfig {
     /// When the ramp of `next` (the record after a sequence ended at `at`)
     /// ends: a success that ended a streak of at least `after` starts one;
     /// otherwise a ramp under way goes on.
-    pub fn until(
-        self,
-        prev: &Health,
-        next: &Health,
-        at: OffsetDateTime,
-    ) -> Option<OffsetDateTime> {
+    pub fn until(self, prev: &Health, next: &Health, at: OffsetDateTime) -> Option<OffsetDateTime> {
         let ended_streak = next.consecutive_failures == 0
             && prev
                 .first_failure_at

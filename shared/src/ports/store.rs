@@ -8,9 +8,9 @@ use time::OffsetDateTime;
 
 use super::StoreResult;
 use crate::domain::{
-    ArchivePosition, ArchivedEvent, Attempt, BackfillJob, DeadLetter, Delivery, DeliveryRecord,
-    Event, EventId, EventType, Health, LaneCount, OrderingKey, Retake, Subscription, SubscriptionId, TenantId,
-    fnv1a64, lane_of,
+    fnv1a64, lane_of, ArchivePosition, ArchivedEvent, Attempt, BackfillJob, DeadLetter, Delivery,
+    DeliveryRecord, Event, EventId, EventType, Health, LaneCount, OrderingKey, Retake,
+    Subscription, SubscriptionId, TenantId,
 };
 
 /// Subscriptions, with tombstones: a deleted subscription is never
@@ -134,7 +134,12 @@ impl NewDelivery {
     pub fn of(event: &Event, sub: &Subscription) -> Self {
         Self {
             event: Some(event.clone()),
-            ..Self::to(sub, &event.id, &event.event_type, event.ordering_key.as_ref())
+            ..Self::to(
+                sub,
+                &event.id,
+                &event.event_type,
+                event.ordering_key.as_ref(),
+            )
         }
     }
 

@@ -261,7 +261,10 @@ impl SqliteStore {
         sub: &SubscriptionId,
         lane: Lane,
     ) -> StoreResult<Option<Delivery>> {
-        Ok(self.lane_head_with_event(sub, lane).await?.map(|(d, _, _)| d))
+        Ok(self
+            .lane_head_with_event(sub, lane)
+            .await?
+            .map(|(d, _, _)| d))
     }
 
     /// The head of a lane with its archived event, read together: the lane

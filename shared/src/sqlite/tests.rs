@@ -174,7 +174,11 @@ async fn a_queued_delivery_that_does_not_parse_is_parked_with_the_reason_reporte
         .unwrap();
     let before = crate::record::UNREADABLE.load(std::sync::atomic::Ordering::SeqCst);
 
-    let head = h.store.lane_head(&sub.id, super::Lane::Live(0)).await.unwrap();
+    let head = h
+        .store
+        .lane_head(&sub.id, super::Lane::Live(0))
+        .await
+        .unwrap();
     assert_eq!(
         head.map(|d| d.event_id.as_str().to_owned()).as_deref(),
         Some("evt_2"),

@@ -204,7 +204,7 @@ async fn record_to_attempt(
         // spilled deliveries back to the queue. Move them now, or they
         // would wait for a lane with nothing left in the queue.
         DeliveryState::Delivered | DeliveryState::Parked => {
-            match ctx.store.resume_refill((&p.tenant, &p.sub)).await {
+            match ctx.store.resume_refill((&p.tenant, &p.sub, p.lane)).await {
                 Ok(()) => Err(Outcome::Done),
                 Err(e) => {
                     error!(error = %e, "refilling after a finished delivery failed");

@@ -148,7 +148,10 @@ impl LaneQueue for AwsStore {
         let mut queue = Vec::with_capacity(deliveries.len());
         let mut spill = Vec::new();
         for d in deliveries {
-            if self.spilling((&d.tenant, &d.subscription_id)).await? {
+            if self
+                .spilling((&d.tenant, &d.subscription_id, d.lane))
+                .await?
+            {
                 spill.push(message_of(d));
             } else {
                 queue.push(message_of(d));
@@ -264,7 +267,7 @@ impl LaneQueue for AwsStore {
             // Not pending: finished before (a redelivered message).
             return Ok(());
         }
-        let lane = (&d.tenant, &d.subscription_id);
+        let lane = (&d.tenant, &d.subscription_id, d.lane);
         match &finish.end {
             End::Parked(reason) => {
                 if let Some(last) = &finish.attempt {

@@ -12,19 +12,17 @@ use std::sync::Mutex;
 
 use hooklane_core::domain::SubscriptionId;
 
-/// Flags kept at most; beyond that the map starts over (a miss only costs
-/// a read).
 const KEEP: usize = 100_000;
 
-/// Each lane's spill flag as last read.
+/// The lanes of each noted subscription that spill (usually none).
 #[derive(Debug, Default)]
 pub(crate) struct LaneFlags {
-    spilling: Mutex<HashMap<SubscriptionId, bool>>,
+    spilling: Mutex<HashMap<SubscriptionId, Vec<u16>>>,
 }
 
 impl LaneFlags {
-    /// Notes a flag read with its subscription's item.
-    pub(crate) fn note(&self, sub: &SubscriptionId, spilling: bool) {
+    /// Notes every lane flag of a subscription, as its item holds them.
+    pub(crate) fn note_all(&self, sub: &SubscriptionId, spilling: Vec<u16>) {
         if let Ok(mut map) = self.spilling.lock() {
             if map.len() >= KEEP && !map.contains_key(sub) {
                 map.clear();
@@ -33,8 +31,23 @@ impl LaneFlags {
         }
     }
 
-    /// The flag as last noted, if it was.
-    pub(crate) fn get(&self, sub: &SubscriptionId) -> Option<bool> {
-        self.spilling.lock().ok()?.get(sub).copied()
+    /// Notes one lane's flag (when the subscription is noted already).
+    pub(crate) fn note(&self, sub: &SubscriptionId, lane: u16, spilling: bool) {
+        if let Ok(mut map) = self.spilling.lock() {
+            if let Some(lanes) = map.get_mut(sub) {
+                lanes.retain(|l| *l != lane);
+                if spilling {
+                    lanes.push(lane);
+                }
+            } else if spilling {
+                map.insert(sub.clone(), vec![lane]);
+            }
+        }
+    }
+
+    /// A lane's flag, when its subscription was noted.
+    pub(crate) fn get(&self, sub: &SubscriptionId, lane: u16) -> Option<bool> {
+        let map = self.spilling.lock().ok()?;
+        map.get(sub).map(|lanes| lanes.contains(&lane))
     }
 }

@@ -24,7 +24,8 @@ impl AwsStore {
             .key("sk", string_attr(record_sk(&d.event_id)))
             .update_expression(
                 "SET #state = :held, tenant = :t, subscription_id = :s, event_id = :e, event_type = :ty, \
-                 attempts = if_not_exists(attempts, :zero), gsi1pk = :g1, gsi1sk = :s, expires_at = :exp",
+                 attempts = if_not_exists(attempts, :zero), gsi1pk = :g1, gsi1sk = :s, expires_at = :exp, \
+                 lane = :lane",
             )
             .condition_expression("attribute_not_exists(pk) OR #state = :pending")
             .expression_attribute_names("#state", "state")
@@ -79,6 +80,7 @@ impl AwsStore {
             .expression_attribute_values(":s", string_attr(d.subscription_id.as_str()))
             .expression_attribute_values(":e", string_attr(d.event_id.as_str()))
             .expression_attribute_values(":ty", string_attr(d.event_type.as_str()))
+            .expression_attribute_values(":lane", number_attr(d.lane))
             .expression_attribute_values(":pending", string_attr("pending"))
             .expression_attribute_values(":now", number_attr(ms(now)))
             .expression_attribute_values(":lease", number_attr(ms(lease_until)))

@@ -37,11 +37,54 @@ const REFILL_ROUNDS: usize = 50;
 /// is left to come back.
 const CONFLICT_TRIES: u32 = 8;
 
-/// A lane: its tenant and subscription.
-pub(crate) type Lane<'a> = (&'a TenantId, &'a SubscriptionId);
+/// A lane: its tenant, subscription and live lane number. Lane 0 keeps
+/// the names from before lanes (`spilling`, `spilled`, `L#{subscription}`);
+/// lane n has `spilling_n`, `spilled_n` and `L#{subscription}#n`. A
+/// backfill delivery spills with lane 0.
+pub(crate) type Lane<'a> = (&'a TenantId, &'a SubscriptionId, u16);
 
-fn spill_pk(sub: &str) -> String {
-    format!("L#{sub}")
+fn spill_pk(sub: &SubscriptionId, lane: u16) -> String {
+    match lane {
+        0 => format!("L#{}", sub.as_str()),
+        n => format!("L#{}#{n}", sub.as_str()),
+    }
+}
+
+/// The subscription item's attributes of a lane: its flag and its count.
+fn lane_attrs(lane: u16) -> (String, String) {
+    match lane {
+        0 => ("spilling".into(), "spilled".into()),
+        n => (format!("spilling_{n}"), format!("spilled_{n}")),
+    }
+}
+
+/// The lane number an attribute named `{prefix}` or `{prefix}_n` is of.
+fn lane_of_attr(name: &str, prefix: &str) -> Option<u16> {
+    match name.strip_prefix(prefix)? {
+        "" => Some(0),
+        rest => rest.strip_prefix('_')?.parse().ok(),
+    }
+}
+
+/// The lanes a subscription item says spill.
+pub(crate) fn spilling_lanes(item: &Item) -> Vec<u16> {
+    item.iter()
+        .filter(|(_, v)| matches!(v, AttributeValue::Bool(true)))
+        .filter_map(|(k, _)| lane_of_attr(k, "spilling"))
+        .collect()
+}
+
+/// The lanes a subscription item has ever counted spilled deliveries of
+/// (lane 0 always).
+pub(crate) fn lanes_that_spilled(item: &Item) -> Vec<u16> {
+    let mut lanes: Vec<u16> = item
+        .keys()
+        .filter_map(|k| lane_of_attr(k, "spilled"))
+        .collect();
+    lanes.push(0);
+    lanes.sort_unstable();
+    lanes.dedup();
+    lanes
 }
 
 /// How a spill transaction ended.
@@ -63,6 +106,8 @@ impl AwsStore {
         let tenant = TenantId::parse(&msg.tenant).map_err(|_| super::corrupt("tenant"))?;
         let sub = SubscriptionId::parse(&msg.subscription_id)
             .map_err(|_| super::corrupt("subscription id"))?;
+        let lane = msg.lane_no.unwrap_or(0);
+        let (flag, counter) = lane_attrs(lane);
         // Spilled without the event: the archive holds it, and a refilled
         // delivery reads it from there.
         let body = serde_json::to_string(&DeliveryMessage {
@@ -74,8 +119,10 @@ impl AwsStore {
             .table_name(&self.settings.table)
             .key("pk", string_attr(tenant_pk(&tenant)))
             .key("sk", string_attr(sub_sk(&sub)))
-            .update_expression("ADD spilled :d")
-            .condition_expression("attribute_exists(pk) AND spilling = :t")
+            .update_expression("ADD #count :d")
+            .condition_expression("attribute_exists(pk) AND #flag = :t")
+            .expression_attribute_names("#count", counter)
+            .expression_attribute_names("#flag", flag)
             .expression_attribute_values(":d", number_attr(1))
             .expression_attribute_values(":t", AttributeValue::Bool(true))
             .build()
@@ -90,7 +137,7 @@ impl AwsStore {
         );
         let keep = Put::builder()
             .table_name(&self.settings.table)
-            .item("pk", string_attr(spill_pk(sub.as_str())))
+            .item("pk", string_attr(spill_pk(&sub, lane)))
             .item("sk", string_attr(sk))
             .item("message", string_attr(body))
             .condition_expression("attribute_not_exists(sk)")
@@ -149,13 +196,14 @@ impl AwsStore {
     /// the subscription's item is gone (nothing to count on), the items
     /// are deleted alone.
     async fn delete_refilled(&self, lane: Lane<'_>, items: &[Item]) -> StoreResult<()> {
-        let (tenant, sub) = lane;
+        let (tenant, sub, n) = lane;
         let uncount = Update::builder()
             .table_name(&self.settings.table)
             .key("pk", string_attr(tenant_pk(tenant)))
             .key("sk", string_attr(sub_sk(sub)))
-            .update_expression("ADD spilled :d")
+            .update_expression("ADD #count :d")
             .condition_expression("attribute_exists(pk)")
+            .expression_attribute_names("#count", lane_attrs(n).1)
             .expression_attribute_values(":d", number_attr(-(items.len() as i64)))
             .build()
             .map_err(backend)?;
@@ -163,7 +211,7 @@ impl AwsStore {
         for sk in items.iter().filter_map(|i| get_s(i, "sk")) {
             let delete = Delete::builder()
                 .table_name(&self.settings.table)
-                .key("pk", string_attr(spill_pk(sub.as_str())))
+                .key("pk", string_attr(spill_pk(sub, n)))
                 .key("sk", string_attr(sk))
                 .build()
                 .map_err(backend)?;
@@ -171,57 +219,57 @@ impl AwsStore {
         }
         match self.transact(actions).await? {
             Txn::Done => Ok(()),
-            Txn::ConditionFailed(_) => self.delete_spilled(sub, items).await,
+            Txn::ConditionFailed(_) => self.delete_spilled(lane, items).await,
         }
     }
 
     /// Marks a subscription's lane as failing: new deliveries spill.
-    pub(crate) async fn start_spilling(&self, (tenant, sub): Lane<'_>) -> StoreResult<()> {
+    pub(crate) async fn start_spilling(&self, (tenant, sub, lane): Lane<'_>) -> StoreResult<()> {
         took_effect(
             self.ddb
                 .update_item()
                 .table_name(&self.settings.table)
                 .key("pk", string_attr(tenant_pk(tenant)))
                 .key("sk", string_attr(sub_sk(sub)))
-                .update_expression("SET spilling = :t")
+                .update_expression("SET #flag = :t")
                 .condition_expression(
-                    "attribute_exists(pk) AND (attribute_not_exists(spilling) OR spilling = :f)",
+                    "attribute_exists(pk) AND (attribute_not_exists(#flag) OR #flag = :f)",
                 )
+                .expression_attribute_names("#flag", lane_attrs(lane).0)
                 .expression_attribute_values(":t", AttributeValue::Bool(true))
                 .expression_attribute_values(":f", AttributeValue::Bool(false))
                 .send()
                 .await,
         )?;
-        self.lane_flags.note(sub, true);
+        self.lane_flags.note(sub, lane, true);
         Ok(())
     }
 
     /// Whether a lane spills: as its subscription's last read noted, or
     /// read from the item when it was not noted.
     pub(crate) async fn spilling(&self, lane: Lane<'_>) -> StoreResult<bool> {
-        match self.lane_flags.get(lane.1) {
+        match self.lane_flags.get(lane.1, lane.2) {
             Some(flag) => Ok(flag),
             None => self.spilling_now(lane).await,
         }
     }
 
     /// The lane's flag read from its item (strongly consistent), and noted.
-    async fn spilling_now(&self, (tenant, sub): Lane<'_>) -> StoreResult<bool> {
+    async fn spilling_now(&self, (tenant, sub, lane): Lane<'_>) -> StoreResult<bool> {
         let item = self.get_consistent(tenant_pk(tenant), sub_sk(sub)).await?;
-        let flag = item
-            .as_ref()
-            .is_some_and(|i| matches!(i.get("spilling"), Some(AttributeValue::Bool(true))));
-        self.lane_flags.note(sub, flag);
+        let lanes = item.as_ref().map(spilling_lanes).unwrap_or_default();
+        let flag = lanes.contains(&lane);
+        self.lane_flags.note_all(sub, lanes);
         Ok(flag)
     }
 
-    async fn spilled_page(&self, sub: &SubscriptionId) -> StoreResult<Vec<Item>> {
+    async fn spilled_page(&self, (_, sub, lane): Lane<'_>) -> StoreResult<Vec<Item>> {
         let resp = self
             .ddb
             .query()
             .table_name(&self.settings.table)
             .key_condition_expression("pk = :pk")
-            .expression_attribute_values(":pk", string_attr(spill_pk(sub.as_str())))
+            .expression_attribute_values(":pk", string_attr(spill_pk(sub, lane)))
             .consistent_read(true)
             .limit(REFILL_PAGE)
             .send()
@@ -230,7 +278,7 @@ impl AwsStore {
         Ok(resp.items.unwrap_or_default())
     }
 
-    async fn delete_spilled(&self, sub: &SubscriptionId, items: &[Item]) -> StoreResult<()> {
+    async fn delete_spilled(&self, (_, sub, lane): Lane<'_>, items: &[Item]) -> StoreResult<()> {
         for item in items {
             let Some(sk) = get_s(item, "sk") else {
                 continue;
@@ -238,7 +286,7 @@ impl AwsStore {
             self.ddb
                 .delete_item()
                 .table_name(&self.settings.table)
-                .key("pk", string_attr(spill_pk(sub.as_str())))
+                .key("pk", string_attr(spill_pk(sub, lane)))
                 .key("sk", string_attr(sk))
                 .send()
                 .await
@@ -259,9 +307,10 @@ impl AwsStore {
     /// Moves spilled deliveries back to the queue in order, then clears the
     /// lane's flag once none are left.
     pub(crate) async fn refill(&self, lane: Lane<'_>) -> StoreResult<()> {
-        let (tenant, sub) = lane;
+        let (tenant, sub, n) = lane;
+        let (flag, counter) = lane_attrs(n);
         for _ in 0..REFILL_ROUNDS {
-            let items = self.spilled_page(sub).await?;
+            let items = self.spilled_page(lane).await?;
             if !items.is_empty() {
                 let msgs = self.refillable(sub, &items).await?;
                 self.send_deliveries(&msgs, "").await?;
@@ -274,17 +323,19 @@ impl AwsStore {
                 .table_name(&self.settings.table)
                 .key("pk", string_attr(tenant_pk(tenant)))
                 .key("sk", string_attr(sub_sk(sub)))
-                .update_expression("SET spilling = :f")
+                .update_expression("SET #flag = :f")
                 .condition_expression(
-                    "attribute_exists(pk) AND (attribute_not_exists(spilled) OR spilled <= :zero)",
+                    "attribute_exists(pk) AND (attribute_not_exists(#count) OR #count <= :zero)",
                 )
+                .expression_attribute_names("#flag", flag.clone())
+                .expression_attribute_names("#count", counter.clone())
                 .expression_attribute_values(":f", AttributeValue::Bool(false))
                 .expression_attribute_values(":zero", number_attr(0))
                 .send()
                 .await;
             match cleared {
                 Ok(_) => {
-                    self.lane_flags.note(sub, false);
+                    self.lane_flags.note(sub, n, false);
                     return Ok(());
                 }
                 Err(e) if is_condition_failed(&e) => continue,
@@ -324,15 +375,16 @@ impl AwsStore {
         Ok(msgs)
     }
 
-    /// Deletes a deleted subscription's spilled deliveries; returns how many.
-    pub(crate) async fn drop_spilled(&self, sub: &SubscriptionId) -> StoreResult<u64> {
+    /// Deletes a deleted subscription's spilled deliveries of one lane;
+    /// returns how many.
+    pub(crate) async fn drop_spilled(&self, lane: Lane<'_>) -> StoreResult<u64> {
         let mut dropped = 0;
         for _ in 0..REFILL_ROUNDS * 100 {
-            let items = self.spilled_page(sub).await?;
+            let items = self.spilled_page(lane).await?;
             if items.is_empty() {
                 break;
             }
-            self.delete_spilled(sub, &items).await?;
+            self.delete_spilled(lane, &items).await?;
             dropped += items.len() as u64;
         }
         Ok(dropped)

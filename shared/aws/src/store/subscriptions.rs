@@ -31,12 +31,13 @@ fn to_item(sub: &Subscription) -> StoreResult<Item> {
     Ok(item)
 }
 
-/// Parses a subscription item with its lane flag; `None` for a tombstone.
-pub(crate) fn from_item(item: Item) -> StoreResult<Option<(Subscription, bool)>> {
+/// Parses a subscription item with its spilling lanes; `None` for a
+/// tombstone.
+pub(crate) fn from_item(item: Item) -> StoreResult<Option<(Subscription, Vec<u16>)>> {
     if item.contains_key("deleted_at") {
         return Ok(None);
     }
-    let spilling = matches!(item.get("spilling"), Some(AttributeValue::Bool(true)));
+    let spilling = super::spill::spilling_lanes(&item);
     let rec: SubscriptionRecord =
         serde_dynamo::from_item(item).map_err(|_| corrupt("subscription"))?;
     Subscription::try_from(rec)
@@ -55,6 +56,8 @@ const EDITABLE: &[(&str, &str)] = &[
     ("#description", "description"),
     ("#prev", "prev_secret"),
     ("#prev_exp", "prev_secret_expires_at"),
+    ("#lanes", "lanes"),
+    ("#rate", "rate_limit"),
 ];
 
 /// The update expression of a subscription's editable fields and secrets,
@@ -69,6 +72,7 @@ fn editable_fields(
         "#metadata = :metadata",
         "#secret = :secret",
         "#updated = :updated",
+        "#lanes = :lanes",
     ];
     let mut remove = Vec::new();
     let mut values = vec![
@@ -83,6 +87,7 @@ fn editable_fields(
         ),
         (":secret", string_attr(rec.secret.clone())),
         (":updated", number_attr(rec.updated_at)),
+        (":lanes", number_attr(rec.lanes)),
     ];
     match &rec.description {
         Some(d) => {
@@ -90,6 +95,13 @@ fn editable_fields(
             values.push((":description", string_attr(d.clone())));
         }
         None => remove.push("#description"),
+    }
+    match rec.rate_limit {
+        Some(n) => {
+            set.push("#rate = :rate");
+            values.push((":rate", number_attr(n)));
+        }
+        None => remove.push("#rate"),
     }
     match (&rec.prev_secret, rec.prev_secret_expires_at) {
         (Some(p), Some(exp)) => {
@@ -188,7 +200,7 @@ impl AwsStore {
             else {
                 return Ok(None);
             };
-            self.lane_flags.note(&sub.id, spilling);
+            self.lane_flags.note_all(&sub.id, spilling);
             Ok((after.is_none_or(|a| &sub.id != a) && keep(&sub)).then_some(sub))
         })
         .await
@@ -224,7 +236,7 @@ impl SubscriptionStore for AwsStore {
         let Some((sub, spilling)) = item.map(from_item).transpose()?.flatten() else {
             return Ok(None);
         };
-        self.lane_flags.note(&sub.id, spilling);
+        self.lane_flags.note_all(&sub.id, spilling);
         Ok(Some(sub))
     }
 
@@ -272,6 +284,7 @@ impl SubscriptionStore for AwsStore {
             .key("pk", string_attr(tenant_pk(tenant)))
             .key("sk", string_attr(sub_sk(id)))
             .update_expression("SET deleted_at = :now, updated_at = :now, delete_token = :token")
+            .return_values(aws_sdk_dynamodb::types::ReturnValue::AllNew)
             .condition_expression(
                 "attribute_exists(pk) AND (attribute_not_exists(deleted_at) OR delete_token = :token)",
             )
@@ -279,14 +292,19 @@ impl SubscriptionStore for AwsStore {
             .expression_attribute_values(":token", string_attr(token))
             .send()
             .await;
-        match res {
-            Ok(_) => {}
+        let item = match res {
+            Ok(out) => out.attributes.unwrap_or_default(),
             Err(e) if is_condition_failed(&e) => return Ok(None),
             Err(e) => return Err(backend(e)),
-        }
+        };
         // Queued messages are dropped when the delivery function meets
-        // them; spilled ones never reach the queue.
-        Ok(Some(self.drop_spilled(id).await?))
+        // them; spilled ones never reach the queue. Every lane that ever
+        // spilled has its counter on the item.
+        let mut dropped = 0;
+        for lane in super::spill::lanes_that_spilled(&item) {
+            dropped += self.drop_spilled((tenant, id, lane)).await?;
+        }
+        Ok(Some(dropped))
     }
 
     async fn matching(
