@@ -51,9 +51,11 @@ pub trait RateLimits: Send + Sync {
     ) -> StoreResult<Slot>;
 }
 
-/// The interval between starts under `limit`, in microseconds.
+/// The interval between starts under `limit`, in microseconds, rounded
+/// up (so `limit` intervals never fit in under a second).
 pub fn interval_us(limit: RateLimit) -> i64 {
-    1_000_000 / i64::from(limit.per_second())
+    let n = i64::from(limit.per_second());
+    (1_000_000 + n - 1) / n
 }
 
 /// Microseconds since the epoch.

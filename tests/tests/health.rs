@@ -5,7 +5,7 @@
 //! circuit breaker stops connecting to a hanging receiver while open and
 //! never delays other subscriptions.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use hooklane_tests::{
     eventually, on_both_backends, test_env, Backend, Gate, Receiver, Reply, Server,
@@ -221,6 +221,64 @@ async fn an_open_breaker_stops_connecting_to_a_hanging_receiver_and_others_are_u
     );
 }
 
+/// G8 on time: a dead receiver with steady traffic is suspended once the
+/// policy's duration has passed, counting the deliveries in retry and
+/// those waiting behind them, not only those whose ladders ended (which,
+/// one lane at a time, took 37 s here).
+async fn a_dead_receiver_with_steady_traffic_is_suspended_on_time_on_one_lane_and_on_eight(
+    backend: Backend,
+) {
+    for lanes in [1, 8] {
+        let rx = Receiver::start().await;
+        rx.set_default("dead", Reply::Status(503));
+        let server = setup(
+            backend,
+            &rx,
+            &[
+                ("HOOKLANE_RETRY_SCHEDULE", "0s,2s,4s"),
+                (
+                    "HOOKLANE_SUSPEND_POLICY",
+                    "retryable=5/6s,permanent=5/6s,fatal=5/6s",
+                ),
+                ("HOOKLANE_BREAKER", "failures=5,open=1s,max_open=1s"),
+            ],
+        )
+        .await;
+        let (status, sub) = server
+            .call(
+                "POST",
+                "/v1/tenants/acme/subscriptions",
+                Some(json!({"url": rx.url("dead"), "event_types": ["*"], "lanes": lanes})),
+            )
+            .await;
+        assert_eq!(status, 201, "{sub}");
+        let id = sub["id"].as_str().unwrap().to_owned();
+        let mut suspended = None;
+        for n in 0..120 {
+            server.publish("acme", "a.b", json!({ "n": n })).await;
+            if subscription(&server, &id).await["status"] == "suspended" {
+                suspended = Some(Instant::now());
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        let suspended = suspended.expect("suspended within the traffic");
+        let first_failure = rx.requests("dead")[0].at;
+        let after = suspended - first_failure;
+        assert!(
+            after >= Duration::from_secs(6),
+            "{lanes} lanes: not before the policy's 6 s ({after:?})"
+        );
+        // The duration plus one ladder step is 10 s; the bound is generous
+        // for a busy machine and well under the 37 s of counting ended
+        // deliveries only.
+        assert!(
+            after < Duration::from_secs(18),
+            "{lanes} lanes: suspended {after:?} after the first failure"
+        );
+    }
+}
+
 async fn attempt_count(server: &Server, id: &str) -> usize {
     let path = format!("/v1/tenants/acme/subscriptions/{id}/attempts");
     let (_, log) = server.call("GET", &path, None).await;
@@ -294,6 +352,7 @@ async fn health_is_written_once_per_delivery_when_its_retries_end_never_per_atte
 }
 
 on_both_backends!(
+    a_dead_receiver_with_steady_traffic_is_suspended_on_time_on_one_lane_and_on_eight,
     health_is_written_once_per_delivery_when_its_retries_end_never_per_attempt,
     a_dead_receiver_is_suspended_notified_once_and_enable_backfills_in_order,
     enable_against_a_503_stays_suspended_says_why_and_backfills_nothing,

@@ -52,8 +52,8 @@ struct EventView<'a> {
     #[serde(rename = "type")]
     event_type: &'a str,
     created_at: String,
-    data: Option<&'a RawValue>,
     ordering_key: Option<&'a str>,
+    data: Option<&'a RawValue>,
     deliveries: Vec<Value>,
 }
 
@@ -134,8 +134,8 @@ pub(super) async fn read(
         id: event.id.as_str(),
         event_type: event.event_type.as_str(),
         created_at: rfc3339(event.created_at),
-        data: archived.data,
         ordering_key: event.ordering_key.as_ref().map(OrderingKey::as_str),
+        data: archived.data,
         deliveries: deliveries
             .iter()
             .map(|(sub, d)| {

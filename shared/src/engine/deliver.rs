@@ -11,7 +11,7 @@ use tracing::{info, warn};
 
 use super::{Engine, Step};
 use crate::domain::{Attempt, AttemptId, Delivery, Event, Subscription, SubscriptionStatus};
-use crate::health::{next_health, Admit, Sequence};
+use crate::health::{next_health, projected, Admit, Sequence};
 use crate::policy::{decide, Decision};
 use crate::ports::{End, Finish, Outbound, SendReport, StoreResult};
 use crate::rate::Slot;
@@ -233,8 +233,18 @@ impl Engine {
             _ => &self.metrics.parked,
         };
         counter.fetch_add(1, Ordering::Relaxed);
-        if let (Some(health), Some(attempt)) = (&finish.health, &finish.attempt) {
-            self.suspend_if_due(sub, health, attempt).await?;
+        match (&finish.health, &finish.attempt, &finish.end) {
+            (Some(health), Some(attempt), _) => self.suspend_if_due(sub, health, attempt).await?,
+            // In retry: the deliveries failing and not ended count too.
+            (None, Some(attempt), End::Retry(_)) => {
+                if let Some(class) = report.result.failure_class() {
+                    let failing = self.ports.backfills.failing(sub).await?;
+                    let since = d.first_attempt_at.unwrap_or(started_at);
+                    let health = projected(&sub.health, class, failing, since);
+                    self.suspend_if_due(sub, &health, attempt).await?;
+                }
+            }
+            _ => {}
         }
         info!(
             subscription_id = d.subscription_id.as_str(),

@@ -135,6 +135,32 @@ pub fn next_health(
     h
 }
 
+/// The record suspension compares while deliveries are failing and not
+/// ended (G8): the finished failures of `prev`, plus the `failing`
+/// deliveries in retry or waiting behind one (each counted once, in the
+/// class of the attempt that just failed), since the earlier of the
+/// streak's start and `since` (the failing delivery's first attempt). Under
+/// steady traffic the count is soon reached, so the duration decides, on
+/// one lane or many. Never stored: the health record is written when a
+/// delivery's retries end.
+pub fn projected(
+    prev: &Health,
+    class: FailureClass,
+    failing: u64,
+    since: OffsetDateTime,
+) -> Health {
+    let n = u32::try_from(failing).unwrap_or(u32::MAX);
+    let mut h = prev.clone();
+    h.consecutive_failures = prev.consecutive_failures.saturating_add(n);
+    h.first_failure_at = Some(prev.first_failure_at.map_or(since, |f| f.min(since)));
+    match class {
+        FailureClass::Retryable => h.retryable_failures = h.retryable_failures.saturating_add(n),
+        FailureClass::Permanent => h.permanent_failures = h.permanent_failures.saturating_add(n),
+        FailureClass::Fatal => h.fatal_failures = h.fatal_failures.saturating_add(n),
+    }
+    h
+}
+
 /// The recovery ramp (`HOOKLANE_RECOVERY_RAMP`, `after=1m,for=2m`, or
 /// `off`): when a failure streak at least `after` long ends, the
 /// subscription runs at a quarter of its lanes and of its rate limit for

@@ -298,6 +298,11 @@ pub trait Backfills: Send + Sync {
     /// How many deliveries wait for a subscription (for the suspension
     /// notice; at least those the store can count cheaply).
     async fn waiting(&self, sub: &Subscription) -> StoreResult<u64>;
+    /// How many of a subscription's deliveries are failing and not ended:
+    /// those in retry after a failed attempt, and those waiting behind one
+    /// on its lane (the count suspension adds to the finished failures,
+    /// G8).
+    async fn failing(&self, sub: &Subscription) -> StoreResult<u64>;
 }
 
 /// The attempt log behind `/attempts`.

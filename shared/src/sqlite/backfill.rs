@@ -103,6 +103,23 @@ impl Backfills for SqliteStore {
         .await
     }
 
+    async fn failing(&self, sub: &Subscription) -> StoreResult<u64> {
+        let id = sub.id.clone();
+        self.read(move |conn| {
+            conn.query_row(
+                "SELECT COUNT(*) FROM deliveries d WHERE d.subscription_id = ?1 AND d.state = 'pending' \
+                 AND d.lane = 'live' AND EXISTS (SELECT 1 FROM deliveries h \
+                   WHERE h.subscription_id = d.subscription_id AND h.lane = 'live' \
+                   AND h.lane_no = d.lane_no AND h.state = 'pending' AND h.seq <= d.seq \
+                   AND (h.last_status IS NOT NULL OR h.last_error IS NOT NULL))",
+                params![id.as_str()],
+                |r| r.get::<_, i64>(0),
+            )
+            .map(|n| n as u64)
+        })
+        .await
+    }
+
     async fn waiting(&self, sub: &Subscription) -> StoreResult<u64> {
         let id = sub.id.clone();
         self.read(move |conn| {

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use crate::rig::{kib_payload, receiver, spread, Api, Seen, Serve};
 
 /// Waits (bounded) until `cond` holds; false on timeout.
-async fn until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+pub(crate) async fn until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
     let end = Instant::now() + limit;
     while Instant::now() < end {
         if cond() {
@@ -47,7 +47,7 @@ async fn subscribe_many(
 
 /// Each figure's start: a loopback receiver, `serve` with `env` on a
 /// temporary database, and an API client for it.
-async fn setup(
+pub(crate) async fn setup(
     bin: &str,
     env: &[(&str, &str)],
 ) -> anyhow::Result<(SocketAddr, Arc<Seen>, Serve, Api)> {

@@ -6,6 +6,7 @@
 mod aws_cost;
 mod figures;
 mod lambda;
+mod lanes;
 mod publish;
 mod rig;
 
@@ -94,6 +95,25 @@ enum Figure {
         #[arg(long)]
         baseline: Option<String>,
     },
+    /// 10: one subscription, a receiver answering in `answer_ms`:
+    /// deliveries per second on each lane count, events keyed over 1,024
+    /// ordering keys (keys out of order reported).
+    Lanes {
+        #[arg(long, value_delimiter = ',', default_values_t = [1, 16, 64, 256])]
+        lanes: Vec<u16>,
+        #[arg(long, default_value_t = 100)]
+        answer_ms: u64,
+        /// Seconds of work to queue at each lane count's bound.
+        #[arg(long, default_value_t = 10)]
+        secs: u64,
+    },
+    /// 11: rate limit accuracy: requested against measured, on 64 lanes.
+    Rate {
+        #[arg(long, value_delimiter = ',', default_values_t = [10, 100, 1000])]
+        limits: Vec<u64>,
+        #[arg(long, default_value_t = 10)]
+        secs: u64,
+    },
     /// 7: peak RSS along a long run.
     Memory {
         #[arg(long, default_value_t = 1_000_000)]
@@ -108,6 +128,32 @@ async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let bin = cli.bin.as_str();
     match cli.figure {
+        Figure::Lanes {
+            lanes,
+            answer_ms,
+            secs,
+        } => {
+            for n in lanes {
+                let bound = f64::from(n) * 1000.0 / answer_ms.max(1) as f64;
+                let events = ((bound * secs as f64) as u64).clamp(50, 50_000);
+                let r = lanes::run(bin, serde_json::json!({"lanes": n}), answer_ms, events).await?;
+                println!(
+                    "lanes={n:<4} {:>8.0} deliveries/s (bound {bound:.0})   peak in flight {}   keys out of order {}   ({events} events, receiver {answer_ms} ms)",
+                    r.per_sec, r.peak_in_flight, r.keys_out_of_order
+                );
+            }
+        }
+        Figure::Rate { limits, secs } => {
+            for limit in limits {
+                let events = (limit * secs).max(50);
+                let settings = serde_json::json!({"lanes": 64, "rate_limit": limit});
+                let r = lanes::run(bin, settings, 0, events).await?;
+                println!(
+                    "rate_limit={limit:<5} measured {:>8.1}/s   busiest second {}   ({events} events, 64 lanes)",
+                    r.per_sec, r.busiest_second
+                );
+            }
+        }
         Figure::Isolation { samples } => {
             for n in [0, 8, 100, 1000] {
                 let mut s = figures::isolation(bin, n, samples).await?;

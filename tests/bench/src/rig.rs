@@ -32,10 +32,20 @@ pub struct Seen {
     pub hanging: AtomicU64,
     /// While set, every non-hanging path answers 503.
     pub down: AtomicBool,
+    /// `/slow/{ms}/…`: each request's `data.k` and `data.n`, in arrival
+    /// order (order per key is checked from it).
+    pub keyed: Mutex<Vec<(String, u64)>>,
+    /// `/slow/{ms}/…`: requests being answered now, and the most at once.
+    pub in_flight: Mutex<(u64, u64)>,
+    /// While set, `/slow/` requests wait before their work (a backlog
+    /// builds up; clearing it releases the backlog at once).
+    pub held: AtomicBool,
 }
 
-/// Starts the receiver: `/hang/*` never answers; anything else answers 204
-/// (or 503 while down).
+/// Starts the receiver: `/hang/*` never answers; `/slow/{ms}/*` answers
+/// 204 after `ms` milliseconds (a receiver that does work first) and
+/// records the body's `data.k` and `data.n`; anything else answers 204 (or
+/// 503 while down).
 pub async fn receiver() -> anyhow::Result<(SocketAddr, Arc<Seen>)> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
@@ -63,6 +73,14 @@ async fn answer(
         seen.hanging.fetch_add(1, Ordering::Relaxed);
         std::future::pending::<()>().await;
     }
+    if let Some(rest) = req.uri().path().strip_prefix("/slow/") {
+        let ms: u64 = rest
+            .split('/')
+            .next()
+            .and_then(|m| m.parse().ok())
+            .unwrap_or(0);
+        return Ok(slow(seen, req, Duration::from_millis(ms)).await);
+    }
     let status = if seen.down.load(Ordering::Relaxed) {
         StatusCode::SERVICE_UNAVAILABLE
     } else {
@@ -81,6 +99,52 @@ async fn answer(
     let mut resp = Response::new(Full::new(Bytes::new()));
     *resp.status_mut() = status;
     Ok(resp)
+}
+
+/// Answers a `/slow/` request after `after`, recording it.
+async fn slow(seen: Arc<Seen>, req: Request<Incoming>, after: Duration) -> Response<Full<Bytes>> {
+    use http_body_util::BodyExt as _;
+    if let Ok(mut f) = seen.in_flight.lock() {
+        f.0 += 1;
+        f.1 = f.1.max(f.0);
+    }
+    let id = req
+        .headers()
+        .get("webhook-id")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
+    let body = req
+        .into_body()
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
+    let data =
+        serde_json::from_slice::<serde_json::Value>(&body).unwrap_or_default()["data"].clone();
+    for _ in 0..600_000 {
+        if !seen.held.load(Ordering::Relaxed) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    tokio::time::sleep(after).await;
+    let now = Instant::now();
+    if let Ok(mut a) = seen.arrivals.lock() {
+        a.entry(id).or_insert(now);
+    }
+    if let (Some(k), Some(n)) = (data["k"].as_str(), data["n"].as_u64()) {
+        if let Ok(mut keyed) = seen.keyed.lock() {
+            keyed.push((k.to_owned(), n));
+        }
+    }
+    seen.delivered.fetch_add(1, Ordering::Relaxed);
+    if let Ok(mut f) = seen.in_flight.lock() {
+        f.0 -= 1;
+    }
+    let mut resp = Response::new(Full::new(Bytes::new()));
+    *resp.status_mut() = StatusCode::NO_CONTENT;
+    resp
 }
 
 /// `hooklane serve` as a child process.
@@ -217,11 +281,18 @@ impl Api {
 
     /// Registers `url` for `event_types` in tenant `bench`.
     pub async fn subscribe(&self, url: &str, event_types: &[&str]) -> anyhow::Result<()> {
+        self.subscribe_with(serde_json::json!({"url": url, "event_types": event_types}))
+            .await
+    }
+
+    /// Registers a subscription from a whole request body (lanes, rate
+    /// limit) in tenant `bench`.
+    pub async fn subscribe_with(&self, body: serde_json::Value) -> anyhow::Result<()> {
         let resp = self
             .http
             .post(format!("{}/v1/tenants/bench/subscriptions", self.base))
             .bearer_auth(TOKEN)
-            .json(&serde_json::json!({"url": url, "event_types": event_types}))
+            .json(&body)
             .send()
             .await?;
         anyhow::ensure!(resp.status() == 201, "subscribe answered {}", resp.status());

@@ -71,20 +71,34 @@ impl AwsStore {
     }
 
     /// How many deliveries a subscription has spilled (waiting in DynamoDB).
-    async fn spilled_count(&self, sub: &Subscription) -> StoreResult<u64> {
+    /// The spilled deliveries of every lane of a subscription, and how
+    /// many of its lanes spill (each behind a delivery in retry).
+    async fn spilled_count(&self, sub: &Subscription) -> StoreResult<(u64, u64)> {
         let resp = self
             .ddb
             .get_item()
             .table_name(&self.settings.table)
             .key("pk", string_attr(tenant_pk(&sub.tenant)))
             .key("sk", string_attr(sub_sk(&sub.id)))
-            .projection_expression("spilled")
             .send()
             .await
             .map_err(backend)?;
         // No count yet: nothing ever spilled.
-        let spilled = resp.item.and_then(|i| get_n(&i, "spilled")).unwrap_or(0);
-        Ok(spilled.max(0) as u64)
+        let Some(item) = resp.item else {
+            return Ok((0, 0));
+        };
+        let spilled = super::spill::lanes_that_spilled(&item)
+            .into_iter()
+            .map(|lane| {
+                let attr = if lane == 0 {
+                    "spilled".to_owned()
+                } else {
+                    format!("spilled_{lane}")
+                };
+                get_n(&item, &attr).unwrap_or(0).max(0) as u64
+            })
+            .sum();
+        Ok((spilled, super::spill::spilling_lanes(&item).len() as u64))
     }
 }
 
@@ -149,6 +163,15 @@ impl Backfills for AwsStore {
     }
 
     async fn waiting(&self, sub: &Subscription) -> StoreResult<u64> {
-        self.spilled_count(sub).await
+        Ok(self.spilled_count(sub).await?.0)
+    }
+
+    /// The spilled deliveries (each waits behind a delivery in retry on its
+    /// lane) and each spilling lane's delivery in retry. Messages queued on
+    /// a lane before it began to spill are not counted (the queue does not
+    /// say how many a group holds).
+    async fn failing(&self, sub: &Subscription) -> StoreResult<u64> {
+        let (spilled, lanes) = self.spilled_count(sub).await?;
+        Ok(spilled + lanes)
     }
 }

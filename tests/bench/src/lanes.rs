@@ -1,0 +1,130 @@
+//! The figures of lanes per subscription (BENCHMARKS.md 10 and 11): one
+//! subscription whose receiver takes a while to answer, delivered on 1 to
+//! 256 lanes with ordering keys (deliveries per second, the most requests
+//! in flight, keys out of order), and the rate limit's accuracy (requested
+//! against measured). Each run queues its events while the receiver holds
+//! its requests, then releases them and times the backlog's arrival, so
+//! publishing does not bound what is measured. Every loop is bounded.
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+
+use crate::figures::{setup, until};
+use crate::rig::{Api, Seen};
+
+/// Keys the events are spread over (a multiple of every publisher count
+/// used, so each key's events come from one publisher, in order).
+const KEYS: u64 = 1024;
+
+/// What one run measured.
+pub struct Run {
+    /// Deliveries per second, from release to the last arrival.
+    pub per_sec: f64,
+    /// The most requests the receiver held at once.
+    pub peak_in_flight: u64,
+    /// Keys whose events arrived out of publish order.
+    pub keys_out_of_order: usize,
+    /// The most arrivals in any one second.
+    pub busiest_second: usize,
+}
+
+/// Publishes `events` events, event `i` with key `k{i % KEYS}` and `n = i /
+/// KEYS`, from `publishers` publishers (each key from one of them, in
+/// order).
+async fn publish_keyed(api: &Api, events: u64, publishers: u64) -> anyhow::Result<()> {
+    let tasks: Vec<_> = (0..publishers)
+        .map(|p| {
+            let api = api.clone();
+            tokio::spawn(async move {
+                let mut i = p;
+                while i < events {
+                    let key = format!("k{}", i % KEYS);
+                    let body = serde_json::json!({
+                        "type": "l.x",
+                        "ordering_key": key,
+                        "data": {"k": key, "n": i / KEYS},
+                    });
+                    api.publish_raw(Bytes::from(body.to_string())).await?;
+                    i += publishers;
+                }
+                anyhow::Ok(())
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await??;
+    }
+    Ok(())
+}
+
+/// Runs one subscription with `sub` settings (lanes, rate limit) to a
+/// receiver answering after `answer_ms`: queues `events`, releases them and
+/// measures their arrival.
+pub async fn run(
+    bin: &str,
+    settings: serde_json::Value,
+    answer_ms: u64,
+    events: u64,
+) -> anyhow::Result<Run> {
+    let (addr, seen, _serve, api) = setup(bin, &[("HOOKLANE_ATTEMPT_TIMEOUT", "300s")]).await?;
+    let mut body = serde_json::json!({
+        "url": format!("http://{addr}/slow/{answer_ms}/x"),
+        "event_types": ["*"],
+    });
+    for (k, v) in settings.as_object().into_iter().flatten() {
+        body[k] = v.clone();
+    }
+    api.subscribe_with(body).await?;
+    seen.held.store(true, Ordering::Relaxed);
+    publish_keyed(&api, events, 32).await?;
+    let released = Instant::now();
+    seen.held.store(false, Ordering::Relaxed);
+    let done = until(Duration::from_secs(900), || arrived(&seen) >= events).await;
+    anyhow::ensure!(done, "only {} of {events} arrived", arrived(&seen));
+    let mut times: Vec<Instant> = seen
+        .arrivals
+        .lock()
+        .map_err(|_| anyhow::anyhow!("lock"))?
+        .values()
+        .copied()
+        .collect();
+    times.sort();
+    let last = times.last().copied().unwrap_or(released);
+    let busiest_second = (0..times.len())
+        .map(|i| {
+            times[i..]
+                .iter()
+                .take_while(|t| **t < times[i] + Duration::from_secs(1))
+                .count()
+        })
+        .max()
+        .unwrap_or(0);
+    Ok(Run {
+        per_sec: events as f64 / (last - released).as_secs_f64(),
+        peak_in_flight: seen.in_flight.lock().map(|f| f.1).unwrap_or(0),
+        keys_out_of_order: out_of_order(&seen),
+        busiest_second,
+    })
+}
+
+fn arrived(seen: &Seen) -> u64 {
+    seen.keyed.lock().map(|k| k.len() as u64).unwrap_or(0)
+}
+
+/// Keys whose `n`s did not arrive in increasing order.
+fn out_of_order(seen: &Seen) -> usize {
+    let Ok(keyed) = seen.keyed.lock() else {
+        return 0;
+    };
+    let mut last: std::collections::HashMap<&str, u64> = Default::default();
+    let mut bad = std::collections::HashSet::new();
+    for (k, n) in keyed.iter() {
+        if last.get(k.as_str()).is_some_and(|prev| n < prev) {
+            bad.insert(k.as_str());
+        }
+        last.insert(k, *n);
+    }
+    bad.len()
+}
