@@ -94,18 +94,21 @@ impl LaneCount {
 
     /// Parses a count given at the edge.
     pub fn parse(n: i64) -> Result<Self, Invalid> {
-        match u16::try_from(n) {
-            Ok(n) if (1..=Self::MAX).contains(&n) => Ok(Self(n)),
-            _ => Err(Invalid(format!(
-                "lanes is an integer from 1 to {}",
-                Self::MAX
-            ))),
-        }
+        within(n, Self::MAX.into(), "lanes is an integer from 1 to 256").map(|n| Self(n as u16))
     }
 
     /// The count.
     pub fn get(self) -> u16 {
         self.0
+    }
+}
+
+/// `n` when it is from 1 to `max`; otherwise `why`.
+fn within(n: i64, max: i64, why: &str) -> Result<i64, Invalid> {
+    if (1..=max).contains(&n) {
+        Ok(n)
+    } else {
+        Err(Invalid(why.to_owned()))
     }
 }
 
@@ -120,13 +123,12 @@ impl RateLimit {
 
     /// Parses a limit given at the edge.
     pub fn parse(n: i64) -> Result<Self, Invalid> {
-        match u32::try_from(n) {
-            Ok(n) if (1..=Self::MAX).contains(&n) => Ok(Self(n)),
-            _ => Err(Invalid(format!(
-                "rate_limit is an integer from 1 to {}, or null",
-                Self::MAX
-            ))),
-        }
+        within(
+            n,
+            Self::MAX.into(),
+            "rate_limit is an integer from 1 to 10000, or null",
+        )
+        .map(|n| Self(n as u32))
     }
 
     /// Attempts per second.

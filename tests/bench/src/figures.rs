@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::rig::{kib_payload, receiver, spread, Api, Seen, Serve};
+use crate::rig::{arrival_times, kib_payload, receiver, spread, Api, Seen, Serve};
 
 /// Waits (bounded) until `cond` holds; false on timeout.
 pub(crate) async fn until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
@@ -213,6 +213,21 @@ async fn publish_for(
 pub async fn latency(bin: &str, rate: f64, secs: u64) -> anyhow::Result<Vec<f64>> {
     let (addr, seen, _serve, api) = setup(bin, &[]).await?;
     subscribe_ok(&api, addr, 100).await?;
+    latencies_at(&api, &seen, rate, secs, 100, &kib_payload()).await
+}
+
+/// Publishes at `rate` per second for `secs` (event `n` of type
+/// `t.{n % subs}`), then waits (bounded) for the receiver to see them all;
+/// returns each one's publish-to-arrival time (ms).
+pub(crate) async fn latencies_at(
+    api: &Api,
+    seen: &Seen,
+    rate: f64,
+    secs: u64,
+    subs: usize,
+    data: &serde_json::Value,
+) -> anyhow::Result<Vec<f64>> {
+    let before = seen.delivered.load(Ordering::Relaxed);
     let total = (rate * secs as f64) as usize;
     let gap = Duration::from_secs_f64(1.0 / rate);
     let start = Instant::now();
@@ -221,23 +236,22 @@ pub async fn latency(bin: &str, rate: f64, secs: u64) -> anyhow::Result<Vec<f64>
     for n in 0..total {
         let due = start + gap * n as u32;
         tokio::time::sleep_until(due.into()).await;
-        let (api, id) = (api.clone(), format!("l{n}"));
+        let (api, id, data) = (api.clone(), format!("l{n}"), data.clone());
         sent.push((id.clone(), Instant::now()));
         inflight.push(tokio::spawn(async move {
-            api.publish(&id, &format!("t.{}", n % 100), &kib_payload())
-                .await
+            api.publish(&id, &format!("t.{}", n % subs), &data).await
         }));
     }
     for t in inflight {
         t.await??;
     }
     until(Duration::from_secs(120), || {
-        seen.delivered.load(Ordering::Relaxed) >= total as u64
+        seen.delivered.load(Ordering::Relaxed) >= before + total as u64
     })
     .await;
     Ok(sent
         .iter()
-        .filter_map(|(id, at)| arrival(&seen, id).map(|a| (a - *at).as_secs_f64() * 1000.0))
+        .filter_map(|(id, at)| arrival(seen, id).map(|a| (a - *at).as_secs_f64() * 1000.0))
         .collect())
 }
 
@@ -269,13 +283,7 @@ pub async fn drain(bin: &str, backlog: u64) -> anyhow::Result<(f64, f64)> {
     })
     .await;
     anyhow::ensure!(done, "the backlog did not drain");
-    let times: Vec<Instant> = seen
-        .arrivals
-        .lock()
-        .map_err(|_| anyhow::anyhow!("lock"))?
-        .values()
-        .copied()
-        .collect();
+    let times = arrival_times(&seen)?;
     let first = times.iter().min().copied().unwrap_or(up);
     let last = times.iter().max().copied().unwrap_or(up);
     let overall = backlog as f64 / (last - up).as_secs_f64();

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
-use crate::figures::{setup, until};
-use crate::rig::{Api, Seen};
+use crate::figures::{latencies_at, setup, until};
+use crate::rig::{arrival_times, Api, Seen};
 
 /// Keys the events are spread over (a multiple of every publisher count
 /// used, so each key's events come from one publisher, in order).
@@ -83,13 +83,7 @@ pub async fn run(
     seen.held.store(false, Ordering::Relaxed);
     let done = until(Duration::from_secs(900), || arrived(&seen) >= events).await;
     anyhow::ensure!(done, "only {} of {events} arrived", arrived(&seen));
-    let mut times: Vec<Instant> = seen
-        .arrivals
-        .lock()
-        .map_err(|_| anyhow::anyhow!("lock"))?
-        .values()
-        .copied()
-        .collect();
+    let mut times = arrival_times(&seen)?;
     times.sort();
     let last = times.last().copied().unwrap_or(released);
     let busiest_second = (0..times.len())
@@ -127,4 +121,81 @@ fn out_of_order(seen: &Seen) -> usize {
         last.insert(k, *n);
     }
     bad.len()
+}
+
+/// Registers `subs` subscriptions of `lanes` lanes each, subscription `i`
+/// to event type `t.{i}` at `/slow/{answer_ms}/{i}`, 16 at a time.
+async fn subscribe_lanes(
+    api: &Api,
+    addr: std::net::SocketAddr,
+    subs: usize,
+    lanes: u16,
+    answer_ms: u64,
+) -> anyhow::Result<()> {
+    for start in (0..subs).step_by(16) {
+        let batch: Vec<_> = (start..(start + 16).min(subs))
+            .map(|i| {
+                let api = api.clone();
+                let body = serde_json::json!({
+                    "url": format!("http://{addr}/slow/{answer_ms}/{i}"),
+                    "event_types": [format!("t.{i}")],
+                    "lanes": lanes,
+                });
+                tokio::spawn(async move { api.subscribe_with(body).await })
+            })
+            .collect();
+        for t in batch {
+            t.await??;
+        }
+    }
+    Ok(())
+}
+
+/// Figure 10b: `subs` subscriptions of `lanes` lanes, a receiver answering
+/// after `answer_ms`: deliveries per second of a released backlog of
+/// `events` (one event per subscription in turn), then publish-to-arrival
+/// times (ms) at `rate_share` of that rate for `secs`.
+pub async fn many(
+    bin: &str,
+    subs: usize,
+    lanes: u16,
+    answer_ms: u64,
+    events: u64,
+    rate_share: f64,
+    secs: u64,
+) -> anyhow::Result<(f64, Vec<f64>)> {
+    let (addr, seen, _serve, api) = setup(bin, &[("HOOKLANE_ATTEMPT_TIMEOUT", "300s")]).await?;
+    subscribe_lanes(&api, addr, subs, lanes, answer_ms).await?;
+    seen.held.store(true, Ordering::Relaxed);
+    let tasks: Vec<_> = (0..32u64)
+        .map(|p| {
+            let api = api.clone();
+            tokio::spawn(async move {
+                let mut i = p;
+                while i < events {
+                    let body =
+                        serde_json::json!({"type": format!("t.{}", i as usize % subs), "data": {}});
+                    api.publish_raw(Bytes::from(body.to_string())).await?;
+                    i += 32;
+                }
+                anyhow::Ok(())
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await??;
+    }
+    let released = Instant::now();
+    seen.held.store(false, Ordering::Relaxed);
+    let done = until(Duration::from_secs(900), || {
+        seen.delivered.load(Ordering::Relaxed) >= events
+    })
+    .await;
+    anyhow::ensure!(done, "the backlog did not arrive");
+    let last = arrival_times(&seen)?.into_iter().max().unwrap_or(released);
+    let per_sec = events as f64 / (last - released).as_secs_f64();
+
+    let rate = per_sec * rate_share;
+    let latencies = latencies_at(&api, &seen, rate, secs, subs, &serde_json::json!({})).await?;
+    Ok((per_sec, latencies))
 }

@@ -107,6 +107,21 @@ enum Figure {
         #[arg(long, default_value_t = 10)]
         secs: u64,
     },
+    /// 10b: many subscriptions of a few lanes each, a receiver answering
+    /// in `answer_ms`: deliveries per second, then publish-to-arrival at
+    /// half that rate.
+    ManyLanes {
+        #[arg(long, default_value_t = 1000)]
+        subs: usize,
+        #[arg(long, default_value_t = 4)]
+        lanes: u16,
+        #[arg(long, default_value_t = 50)]
+        answer_ms: u64,
+        #[arg(long, default_value_t = 40_000)]
+        events: u64,
+        #[arg(long, default_value_t = 20)]
+        secs: u64,
+    },
     /// 11: rate limit accuracy: requested against measured, on 64 lanes.
     Rate {
         #[arg(long, value_delimiter = ',', default_values_t = [10, 100, 1000])]
@@ -142,6 +157,30 @@ async fn main() -> anyhow::Result<()> {
                     r.per_sec, r.peak_in_flight, r.keys_out_of_order
                 );
             }
+        }
+        Figure::ManyLanes {
+            subs,
+            lanes,
+            answer_ms,
+            events,
+            secs,
+        } => {
+            let (per_sec, mut lat) =
+                lanes::many(bin, subs, lanes, answer_ms, events, 0.5, secs).await?;
+            println!(
+                "{subs} subscriptions x {lanes} lanes, receiver {answer_ms} ms: {per_sec:.0} deliveries/s ({events} events)"
+            );
+            lat.sort_by(|a, b| a.total_cmp(b));
+            let at = |q: f64| {
+                lat.get(((lat.len().max(1) - 1) as f64 * q) as usize)
+                    .copied()
+            };
+            println!(
+                "  publish-to-arrival at half that rate: p50 {:.1} ms, p99 {:.1} ms (n={})",
+                at(0.5).unwrap_or(f64::NAN),
+                at(0.99).unwrap_or(f64::NAN),
+                lat.len()
+            );
         }
         Figure::Rate { limits, secs } => {
             for limit in limits {

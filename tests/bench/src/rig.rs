@@ -84,21 +84,30 @@ async fn answer(
     let status = if seen.down.load(Ordering::Relaxed) {
         StatusCode::SERVICE_UNAVAILABLE
     } else {
-        let id = req
-            .headers()
-            .get("webhook-id")
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-            .to_owned();
+        let id = webhook_id(&req);
         if let Ok(mut a) = seen.arrivals.lock() {
             a.entry(id).or_insert_with(Instant::now);
         }
         seen.delivered.fetch_add(1, Ordering::Relaxed);
         StatusCode::NO_CONTENT
     };
+    Ok(empty(status))
+}
+
+/// A request's `webhook-id` ("" when absent).
+fn webhook_id(req: &Request<Incoming>) -> String {
+    req.headers()
+        .get("webhook-id")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned()
+}
+
+/// An answer with no body.
+fn empty(status: StatusCode) -> Response<Full<Bytes>> {
     let mut resp = Response::new(Full::new(Bytes::new()));
     *resp.status_mut() = status;
-    Ok(resp)
+    resp
 }
 
 /// Answers a `/slow/` request after `after`, recording it.
@@ -108,12 +117,7 @@ async fn slow(seen: Arc<Seen>, req: Request<Incoming>, after: Duration) -> Respo
         f.0 += 1;
         f.1 = f.1.max(f.0);
     }
-    let id = req
-        .headers()
-        .get("webhook-id")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_owned();
+    let id = webhook_id(&req);
     let body = req
         .into_body()
         .collect()
@@ -142,9 +146,7 @@ async fn slow(seen: Arc<Seen>, req: Request<Incoming>, after: Duration) -> Respo
     if let Ok(mut f) = seen.in_flight.lock() {
         f.0 -= 1;
     }
-    let mut resp = Response::new(Full::new(Bytes::new()));
-    *resp.status_mut() = StatusCode::NO_CONTENT;
-    resp
+    empty(StatusCode::NO_CONTENT)
 }
 
 /// `hooklane serve` as a child process.
@@ -357,6 +359,17 @@ impl Api {
 /// A 1 KiB `data` object.
 pub fn kib_payload() -> serde_json::Value {
     serde_json::json!({ "blob": "x".repeat(1000) })
+}
+
+/// Every first arrival the receiver saw.
+pub fn arrival_times(seen: &Seen) -> anyhow::Result<Vec<Instant>> {
+    Ok(seen
+        .arrivals
+        .lock()
+        .map_err(|_| anyhow::anyhow!("lock"))?
+        .values()
+        .copied()
+        .collect())
 }
 
 /// Median, 10th and 90th percentile of samples (sorted in place).
