@@ -14,38 +14,56 @@ use bytes::Bytes;
 use crate::figures::{latencies_at, setup, until};
 use crate::rig::{arrival_times, Api, Seen};
 
-/// Keys the events are spread over (a multiple of every publisher count
-/// used, so each key's events come from one publisher, in order).
-const KEYS: u64 = 1024;
+/// Publishers at once.
+const PUBLISHERS: u64 = 32;
+
+/// Keys the events are spread over: four events a key, so lanes get even
+/// shares (a few keys over many lanes leave some lanes with far more work
+/// than others, which is a property of the keys, not of the server), and
+/// a multiple of the publishers, so each key's events come from one
+/// publisher, in order.
+fn keys_for(events: u64) -> u64 {
+    (events / 4).div_ceil(PUBLISHERS).max(1) * PUBLISHERS
+}
 
 /// What one run measured.
 pub struct Run {
     /// Deliveries per second, from release to the last arrival.
     pub per_sec: f64,
+    /// Deliveries per second while every lane is busy: the first 90 % of
+    /// the backlog, from release (the last arrivals come from the lanes
+    /// that drew the most events).
+    pub steady_per_sec: f64,
     /// The most requests the receiver held at once.
     pub peak_in_flight: u64,
     /// Keys whose events arrived out of publish order.
     pub keys_out_of_order: usize,
     /// The most arrivals in any one second.
     pub busiest_second: usize,
+    /// Server CPU per delivery (ms), from release to the last arrival.
+    pub cpu_ms: f64,
 }
 
-/// Publishes `events` events, event `i` with key `k{i % KEYS}` and `n = i /
-/// KEYS`, from `publishers` publishers (each key from one of them, in
-/// order).
-async fn publish_keyed(api: &Api, events: u64, publishers: u64) -> anyhow::Result<()> {
+/// Publishes `events` events, event `i` with key `k{i % keys}` and `n = i /
+/// keys`, from [`PUBLISHERS`] publishers (each key from one of them, in
+/// order); without `keyed`, the key is in the data only.
+async fn publish_keyed(api: &Api, events: u64, keyed: bool) -> anyhow::Result<()> {
+    let keys = keys_for(events);
+    let publishers = PUBLISHERS;
     let tasks: Vec<_> = (0..publishers)
         .map(|p| {
             let api = api.clone();
             tokio::spawn(async move {
                 let mut i = p;
                 while i < events {
-                    let key = format!("k{}", i % KEYS);
-                    let body = serde_json::json!({
+                    let key = format!("k{}", i % keys);
+                    let mut body = serde_json::json!({
                         "type": "l.x",
-                        "ordering_key": key,
-                        "data": {"k": key, "n": i / KEYS},
+                        "data": {"k": key, "n": i / keys},
                     });
+                    if keyed {
+                        body["ordering_key"] = serde_json::json!(key);
+                    }
                     api.publish_raw(Bytes::from(body.to_string())).await?;
                     i += publishers;
                 }
@@ -67,8 +85,9 @@ pub async fn run(
     settings: serde_json::Value,
     answer_ms: u64,
     events: u64,
+    keyed: bool,
 ) -> anyhow::Result<Run> {
-    let (addr, seen, _serve, api) = setup(bin, &[("HOOKLANE_ATTEMPT_TIMEOUT", "300s")]).await?;
+    let (addr, seen, serve, api) = setup(bin, &[("HOOKLANE_ATTEMPT_TIMEOUT", "300s")]).await?;
     let mut body = serde_json::json!({
         "url": format!("http://{addr}/slow/{answer_ms}/x"),
         "event_types": ["*"],
@@ -78,11 +97,13 @@ pub async fn run(
     }
     api.subscribe_with(body).await?;
     seen.held.store(true, Ordering::Relaxed);
-    publish_keyed(&api, events, 32).await?;
+    publish_keyed(&api, events, keyed).await?;
     let released = Instant::now();
+    let cpu_before = serve.cpu_seconds();
     seen.held.store(false, Ordering::Relaxed);
     let done = until(Duration::from_secs(900), || arrived(&seen) >= events).await;
     anyhow::ensure!(done, "only {} of {events} arrived", arrived(&seen));
+    let cpu_ms = (serve.cpu_seconds() - cpu_before) * 1000.0 / events as f64;
     let mut times = arrival_times(&seen)?;
     times.sort();
     let last = times.last().copied().unwrap_or(released);
@@ -95,11 +116,17 @@ pub async fn run(
         })
         .max()
         .unwrap_or(0);
+    let ninety = times
+        .get((times.len() * 9 / 10).saturating_sub(1))
+        .copied()
+        .unwrap_or(last);
     Ok(Run {
         per_sec: events as f64 / (last - released).as_secs_f64(),
+        steady_per_sec: (times.len() * 9 / 10) as f64 / (ninety - released).as_secs_f64(),
         peak_in_flight: seen.in_flight.lock().map(|f| f.1).unwrap_or(0),
         keys_out_of_order: out_of_order(&seen),
         busiest_second,
+        cpu_ms,
     })
 }
 
