@@ -58,11 +58,26 @@ fn ids(rx: &Receiver, name: &str) -> Vec<String> {
 async fn a_dead_receiver_is_suspended_notified_once_and_enable_backfills_in_order(
     backend: Backend,
 ) {
+    suspend_notify_and_backfill(backend, 1).await;
+}
+
+/// The backfill is one lane of its own, however many the subscription
+/// has: every missed event arrives, in acceptance order.
+async fn a_subscription_of_eight_lanes_is_backfilled_in_order_too(backend: Backend) {
+    suspend_notify_and_backfill(backend, 8).await;
+}
+
+async fn suspend_notify_and_backfill(backend: Backend, lanes: u16) {
     let rx = Receiver::start().await;
     rx.set_default("dead", Reply::Status(500));
     let server = setup(backend, &rx, &[]).await;
     let sub = server.subscribe("acme", &rx.url("dead"), &["*"]).await;
     let id = sub["id"].as_str().unwrap().to_owned();
+    let path = format!("/v1/tenants/acme/subscriptions/{id}");
+    let (status, _) = server
+        .call("PATCH", &path, Some(json!({ "lanes": lanes })))
+        .await;
+    assert_eq!(status, 200);
     let mut events = Vec::new();
     for n in 0..2 {
         events.push(
@@ -352,6 +367,7 @@ async fn health_is_written_once_per_delivery_when_its_retries_end_never_per_atte
 }
 
 on_both_backends!(
+    a_subscription_of_eight_lanes_is_backfilled_in_order_too,
     a_dead_receiver_with_steady_traffic_is_suspended_on_time_on_one_lane_and_on_eight,
     health_is_written_once_per_delivery_when_its_retries_end_never_per_attempt,
     a_dead_receiver_is_suspended_notified_once_and_enable_backfills_in_order,

@@ -263,6 +263,11 @@ async fn a_rate_limit_of_40_on_16_lanes_holds_in_every_second_and_null_lifts_it(
         .map(|r| r.at)
         .collect();
     assert!(busiest_second(&slow) <= 2, "one a second: {slow:?}");
+    let span = *slow.iter().max().expect("arrived") - *slow.iter().min().expect("arrived");
+    assert!(
+        span >= Duration::from_millis(3500),
+        "five starts a second apart span four seconds: {span:?}"
+    );
     let lifted = patch(&server, &id, json!({"rate_limit": null})).await;
     assert_eq!(lifted["rate_limit"], Value::Null);
     let fast_from = rx.count("limited");

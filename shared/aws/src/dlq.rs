@@ -267,18 +267,16 @@ fn requeued(tenant: &TenantId, d: &DeliveryMessage) -> Option<NewDelivery> {
         hooklane_core::record::unreadable("dead letter", &key, "its ids do not parse");
         return None;
     };
-    // It goes back to the lane it was parked from: a numbered lane of a
-    // subscription with several, or its only one (the count only says
-    // which of the two the message group names).
-    let lanes = LaneCount::parse(if d.lane_no.is_some() { 2 } else { 1 });
+    // Its lane is picked again from the subscription's lanes when it is
+    // requeued.
     Some(NewDelivery {
         tenant: tenant.clone(),
         subscription_id,
         event_id,
         event_type,
         event: None,
-        lane: d.lane_no.unwrap_or(0),
-        lanes: lanes.ok()?,
+        lane: 0,
+        lanes: LaneCount::default(),
         ordering_key: d
             .ordering_key
             .as_deref()

@@ -34,14 +34,9 @@ impl Engine {
     /// already at hand (read with the lane head, or carried in the queue
     /// message): then only the subscription is read.
     pub async fn deliver(&self, d: &Delivery, event: Option<Event>) -> StoreResult<Step> {
-        let (sub, event) = match self.prepare(d, event).await? {
-            Prepared::Ready(ready) => *ready,
-            Prepared::Gone => return self.drop_delivery(d).await,
-            Prepared::Suspended => {
-                let held = Finish::without_attempt(End::Held);
-                self.ports.lanes.finish(d, &held).await?;
-                return Ok(Step::Ended(End::Held));
-            }
+        let (sub, event) = match self.ready(d, event).await? {
+            Ok(ready) => ready,
+            Err(step) => return Ok(step),
         };
         let now = self.ports.clock.now();
         if let Admit::Defer(until) = self.breakers.admit(&d.subscription_id, now) {
@@ -49,8 +44,14 @@ impl Engine {
             self.metrics.deferred.fetch_add(1, Ordering::Relaxed);
             return Ok(Step::Deferred(until));
         }
-        let now = match self.pace(d, &sub, now).await? {
-            Ok(now) => now,
+        let (sub, event, now) = match self.pace(d, &sub, now).await? {
+            // It waited for its start under the rate limit: the tombstone
+            // rule reads the subscription again right before the attempt.
+            Ok(start) if start > now => match self.ready(d, Some(event)).await? {
+                Ok((sub, event)) => (sub, event, start),
+                Err(step) => return Ok(step),
+            },
+            Ok(start) => (sub, event, start),
             Err(until) => {
                 self.ports.lanes.defer(d, until).await?;
                 self.metrics.deferred.fetch_add(1, Ordering::Relaxed);
@@ -82,6 +83,25 @@ impl Engine {
         };
         self.record(d, &sub, attempt_no, now, &report, decision, seq)
             .await
+    }
+
+    /// The subscription (read consistently) and the event of a delivery
+    /// about to be attempted, or how its turn ended without an attempt: the
+    /// subscription is gone (dropped) or suspended (held).
+    async fn ready(
+        &self,
+        d: &Delivery,
+        event: Option<Event>,
+    ) -> StoreResult<Result<(Subscription, Event), Step>> {
+        match self.prepare(d, event).await? {
+            Prepared::Ready(ready) => Ok(Ok(*ready)),
+            Prepared::Gone => self.drop_delivery(d).await.map(Err),
+            Prepared::Suspended => {
+                let held = Finish::without_attempt(End::Held);
+                self.ports.lanes.finish(d, &held).await?;
+                Ok(Err(Step::Ended(End::Held)))
+            }
+        }
     }
 
     /// The recovery ramp and the rate limit (G5): `Ok(start)` when the
@@ -218,7 +238,13 @@ impl Engine {
         let ended = matches!(end, End::Delivered | End::Parked(_));
         let health = ended.then(|| {
             let mut h = next_health(&sub.health, &attempt, report.result.failure_class(), seq);
-            h.ramp_until = self.config.recovery_ramp.until(&sub.health, &h, started_at);
+            // A delivery that failed before this success was failing
+            // since its first attempt, parked or not.
+            let own = (attempt_no > 1).then_some(d.first_attempt_at).flatten();
+            h.ramp_until = self
+                .config
+                .recovery_ramp
+                .until(&sub.health, &h, own, started_at);
             h
         });
         let finish = Finish {

@@ -208,12 +208,23 @@ impl RampConfig {
 
     /// When the ramp of `next` (the record after a sequence ended at `at`)
     /// ends: a success that ended a streak of at least `after` starts one;
-    /// otherwise a ramp under way goes on.
-    pub fn until(self, prev: &Health, next: &Health, at: OffsetDateTime) -> Option<OffsetDateTime> {
-        let ended_streak = next.consecutive_failures == 0
-            && prev
-                .first_failure_at
-                .is_some_and(|since| at - since >= self.after);
+    /// otherwise a ramp under way goes on. The streak began at the record's
+    /// first failure or, when earlier, at `failing_since` (the first
+    /// attempt of the delivery that just succeeded after failing: an
+    /// outage that retries cover parks nothing).
+    pub fn until(
+        self,
+        prev: &Health,
+        next: &Health,
+        failing_since: Option<OffsetDateTime>,
+        at: OffsetDateTime,
+    ) -> Option<OffsetDateTime> {
+        let since = match (prev.first_failure_at, failing_since) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let ended_streak =
+            next.consecutive_failures == 0 && since.is_some_and(|since| at - since >= self.after);
         if ended_streak && !self.period.is_zero() {
             return Some(at + self.period);
         }

@@ -141,3 +141,29 @@ fn backfill_ramps_from_a_quarter_to_the_full_rate_over_two_minutes() {
     let mid = backfill_interval(4.0, Duration::from_secs(60));
     assert!(mid > Duration::from_millis(250) && mid < Duration::from_secs(1));
 }
+
+#[test]
+fn a_streak_of_a_minute_starts_the_ramp_whether_its_deliveries_parked_or_retried() {
+    let ramp = super::RampConfig::default();
+    let t0 = time::OffsetDateTime::UNIX_EPOCH + time::Duration::days(20_000);
+    let ok = Health::default();
+    let failing = Health {
+        consecutive_failures: 2,
+        first_failure_at: Some(t0),
+        ..Health::default()
+    };
+    let after = |s: i64| t0 + time::Duration::seconds(s);
+    // Parked deliveries began the streak: a success 61 s on starts a ramp.
+    assert_eq!(ramp.until(&failing, &ok, None, after(61)), Some(after(181)));
+    // Nothing parked, but this delivery failed since t0 and now succeeded.
+    assert_eq!(ramp.until(&ok, &ok, Some(t0), after(61)), Some(after(181)));
+    // Shorter than a minute: no ramp.
+    assert_eq!(ramp.until(&ok, &ok, Some(t0), after(30)), None);
+    // A ramp under way goes on; one over is gone.
+    let ramping = Health {
+        ramp_until: Some(after(100)),
+        ..Health::default()
+    };
+    assert_eq!(ramp.until(&ramping, &ok, None, after(50)), Some(after(100)));
+    assert_eq!(ramp.until(&ramping, &ok, None, after(101)), None);
+}

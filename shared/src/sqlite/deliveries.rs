@@ -202,6 +202,8 @@ fn requeue_one(
     }
     conn.prepare_cached("DELETE FROM deliveries WHERE subscription_id = ?1 AND event_id = ?2")?
         .execute(params![sub, event])?;
+    // The backfill is one lane (its own, paced): its rows are all lane 0.
+    let lane_no = if lane == "backfill" { 0 } else { d.lane };
     conn.prepare_cached(
         "INSERT INTO deliveries (tenant, subscription_id, event_id, event_type, state, next_attempt_at, \
          updated_at, lane, lane_no, key_hash) VALUES (?1, ?2, ?3, ?4, 'pending', ?5, ?5, ?6, ?7, ?8)",
@@ -213,7 +215,7 @@ fn requeue_one(
         d.event_type.as_str(),
         now,
         lane,
-        d.lane,
+        lane_no,
         d.key_hash()
     ])?;
     Ok(true)

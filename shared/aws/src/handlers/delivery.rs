@@ -73,7 +73,13 @@ fn parse(m: &SqsMessage) -> Result<Parsed, String> {
     let event = EventId::parse(&msg.event_id).map_err(|e| field("event_id", e))?;
     Ok(Parsed {
         carried: msg.event.as_ref().and_then(|c| c.event(&tenant, &event)),
-        lane: msg.lane_no.unwrap_or(0),
+        // A backfill delivery is on the backfill lane: live lane 0 for the
+        // spill and the recovery ramp.
+        lane: if msg.lane.is_some() {
+            0
+        } else {
+            msg.lane_no.unwrap_or(0)
+        },
         sub: SubscriptionId::parse(&msg.subscription_id)
             .map_err(|e| field("subscription_id", e))?,
         event_type: EventType::parse(&msg.event_type).map_err(|e| field("event_type", e))?,
@@ -155,8 +161,20 @@ async fn attempt(ctx: &Deliver, m: &SqsMessage, p: &Parsed, read_record: bool) -
         next_attempt_at: now,
     };
     match ctx.engine.deliver(&d, p.carried.clone()).await {
-        Ok(Step::Ended(End::Retry(at)) | Step::Deferred(at)) => (
+        Ok(Step::Ended(End::Retry(at))) => (
             back_off(ctx, m, at - OffsetDateTime::now_utc()).await,
+            false,
+        ),
+        // Put off (open breaker, rate limit, recovery ramp): at least a
+        // second, so a head that cannot start yet does not come straight
+        // back and ask again.
+        Ok(Step::Deferred(at)) => (
+            back_off(
+                ctx,
+                m,
+                (at - OffsetDateTime::now_utc()).max(time::Duration::SECOND),
+            )
+            .await,
             false,
         ),
         Ok(Step::Skipped) => (Outcome::Done, true),

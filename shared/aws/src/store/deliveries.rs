@@ -24,7 +24,8 @@ use std::collections::HashMap;
 use async_trait::async_trait;
 use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
 use hooklane_core::domain::{
-    Delivery, DeliveryRecord, DeliveryState, EventId, Retake, SubscriptionId, TenantId,
+    lane_of, Delivery, DeliveryRecord, DeliveryState, EventId, LaneCount, Retake, SubscriptionId,
+    TenantId,
 };
 use hooklane_core::ports::{
     AttemptLog, End, Finish, LaneQueue, NewDelivery, StoreError, StoreResult, SubscriptionStore,
@@ -202,25 +203,37 @@ impl LaneQueue for AwsStore {
     ) -> StoreResult<Vec<bool>> {
         let mut taken = Vec::with_capacity(deliveries.len());
         let mut msgs = Vec::new();
-        let mut live: HashMap<SubscriptionId, bool> = HashMap::new();
+        // Each subscription's lane count as read now (`None`: it is gone).
+        let mut live: HashMap<SubscriptionId, Option<LaneCount>> = HashMap::new();
         for d in deliveries {
-            let exists = match live.get(&d.subscription_id) {
-                Some(exists) => *exists,
+            let lanes = match live.get(&d.subscription_id) {
+                Some(lanes) => *lanes,
                 None => {
-                    let found = SubscriptionStore::get(self, &d.tenant, &d.subscription_id)
+                    let lanes = SubscriptionStore::get(self, &d.tenant, &d.subscription_id)
                         .await?
-                        .is_some();
-                    live.insert(d.subscription_id.clone(), found);
-                    found
+                        .map(|s| s.lanes);
+                    live.insert(d.subscription_id.clone(), lanes);
+                    lanes
                 }
             };
-            let reset = exists
-                && self
-                    .reset_to_pending(&d.subscription_id, &d.event_id, rule)
-                    .await?;
-            if reset {
+            let reset = match lanes {
+                Some(_) => {
+                    self.reset_to_pending(&d.subscription_id, &d.event_id, rule)
+                        .await?
+                }
+                None => false,
+            };
+            if let (true, Some(lanes)) = (reset, lanes) {
                 let mut msg = message_of(d);
-                msg.lane = backfill.then(|| "backfill".to_owned());
+                if backfill {
+                    // The backfill is one lane of its own.
+                    msg.lane = Some("backfill".to_owned());
+                    msg.lane_no = None;
+                } else {
+                    // The lane its key (or id) picks among the lanes now.
+                    let key = d.ordering_key.as_ref();
+                    msg.lane_no = (lanes.get() > 1).then(|| lane_of(key, &d.event_id, lanes));
+                }
                 msgs.push(msg);
             }
             taken.push(reset);
