@@ -423,6 +423,14 @@ async fn lanes_rate_limits_and_ordering_keys_out_of_range_are_refused_with_the_f
         Some(0),
         "nothing created"
     );
+    // As in JSON Schema, a number with no fraction is an integer.
+    let body = json!({"url": rx.url("x"), "event_types": ["*"], "lanes": 8.0, "rate_limit": 1e2});
+    let (status, sub) = server.call("POST", subs, Some(body)).await;
+    assert_eq!(status, 201, "{sub}");
+    assert_eq!(
+        (sub["lanes"].clone(), sub["rate_limit"].clone()),
+        (json!(8), json!(100))
+    );
 
     let events = "/v1/tenants/acme/events";
     for key in [

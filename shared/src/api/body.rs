@@ -16,6 +16,7 @@ use axum::extract::rejection::BytesRejection;
 use serde::de::{DeserializeOwned, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
+use serde_json::Value;
 
 use super::error::ApiError;
 
@@ -65,6 +66,14 @@ impl<'de> Deserialize<'de> for Members<'de> {
         }
         d.deserialize_map(ObjectVisitor)
     }
+}
+
+/// A JSON number's value when it is a whole number within `i64`.
+fn whole(n: &serde_json::Number) -> Option<i64> {
+    n.as_i64().or_else(|| {
+        let f = n.as_f64()?;
+        (f.fract() == 0.0 && f.abs() < 9.0e18).then_some(f as i64)
+    })
 }
 
 /// The body's bytes, or 413 over [`MAX_BODY`].
@@ -164,14 +173,34 @@ impl<'a> Body<'a> {
         self.typed(key, "a string or null")
     }
 
-    /// An integer member (`None` when absent; `null` is refused).
+    /// An integer member (`None` when absent; `null` is refused). As in
+    /// JSON Schema, a number with a zero fraction (`8.0`, `1e2`) is an
+    /// integer.
     pub fn integer(&self, key: &str) -> Result<Option<i64>, ApiError> {
-        self.typed(key, "an integer")
+        match self.nullable_integer(key)? {
+            Some(None) => Err(ApiError::bad_request(
+                key,
+                format!("`{key}` must be an integer"),
+            )),
+            other => Ok(other.flatten()),
+        }
     }
 
     /// A member that is an integer or `null` (`None` when absent).
     pub fn nullable_integer(&self, key: &str) -> Result<Option<Option<i64>>, ApiError> {
-        self.typed(key, "an integer or null")
+        let value: Option<Value> = self.typed(key, "an integer or null")?;
+        value
+            .map(|v| match v {
+                Value::Null => Ok(None),
+                Value::Number(n) => whole(&n).map(Some).ok_or_else(|| {
+                    ApiError::bad_request(key, format!("`{key}` must be an integer or null"))
+                }),
+                _ => Err(ApiError::bad_request(
+                    key,
+                    format!("`{key}` must be an integer or null"),
+                )),
+            })
+            .transpose()
     }
 
     /// An array of strings (`None` when absent; `null` is refused).
