@@ -134,9 +134,29 @@ pub struct DeliveryMessage {
     /// The event's ordering key, when it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ordering_key: Option<String>,
+    /// The fence of an old lane this delivery waits for after a change of
+    /// lanes ([`crate::store`]'s lane change).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<After>,
+    /// Set on a fence (no delivery): the end of an old lane.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fence: Option<After>,
+    /// What makes a replay's deduplication id differ from the original
+    /// send's, kept when the replay waits in the spill store.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nonce: Option<String>,
     /// The event itself, when small.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub event: Option<CarriedEvent>,
+}
+
+/// A fence: the end of old lane `lane` at the lanes switch `generation`.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub struct After {
+    /// The switch.
+    pub generation: u32,
+    /// The old lane.
+    pub lane: u16,
 }
 
 impl DeliveryMessage {
@@ -150,7 +170,32 @@ impl DeliveryMessage {
             lane: None,
             lane_no: None,
             ordering_key: None,
+            after: None,
+            fence: None,
+            nonce: None,
             event: None,
+        }
+    }
+
+    /// The fence of old lane `lane_no` (none: the one lane) at switch
+    /// `generation`; its made-up event id keeps it distinct in the spill
+    /// store and in deduplication.
+    pub fn fence(
+        tenant: &str,
+        subscription_id: &str,
+        generation: u32,
+        lane_no: Option<u16>,
+    ) -> Self {
+        let lane = lane_no.unwrap_or(0);
+        Self {
+            lane_no,
+            fence: Some(After { generation, lane }),
+            ..Self::new(
+                tenant,
+                subscription_id,
+                &format!("fence-{generation}-{lane}"),
+                "",
+            )
         }
     }
 

@@ -23,7 +23,7 @@ use time::OffsetDateTime;
 use tracing::error;
 
 use super::{run_groups, Outcome};
-use crate::messages::DeliveryMessage;
+use crate::messages::{After, DeliveryMessage};
 use crate::AwsStore;
 
 /// The longest SQS lets a message stay invisible.
@@ -63,15 +63,31 @@ struct Parsed {
     carried: Option<Event>,
     /// Its live lane.
     lane: u16,
+    /// The fence of an old lane it waits for (a change of lanes).
+    after: Option<After>,
 }
 
-fn parse(m: &SqsMessage) -> Result<Parsed, String> {
+/// What a message on the delivery queue is.
+enum Message {
+    /// A delivery.
+    Delivery(Box<Parsed>),
+    /// The fence of an old lane after a change of lanes.
+    Fence(TenantId, SubscriptionId, After),
+}
+
+fn parse(m: &SqsMessage) -> Result<Message, String> {
     let body = m.body.as_deref().ok_or("the message has no body")?;
     let msg: DeliveryMessage = serde_json::from_str(body).map_err(|e| e.to_string())?;
     let field = |name: &str, e: hooklane_core::domain::Invalid| format!("{name}: {e}");
     let tenant = TenantId::parse(&msg.tenant).map_err(|e| field("tenant", e))?;
+    if let Some(fence) = msg.fence {
+        let sub =
+            SubscriptionId::parse(&msg.subscription_id).map_err(|e| field("subscription_id", e))?;
+        return Ok(Message::Fence(tenant, sub, fence));
+    }
     let event = EventId::parse(&msg.event_id).map_err(|e| field("event_id", e))?;
-    Ok(Parsed {
+    Ok(Message::Delivery(Box::new(Parsed {
+        after: msg.after,
         carried: msg.event.as_ref().and_then(|c| c.event(&tenant, &event)),
         // A backfill delivery is on the backfill lane: live lane 0 for the
         // spill and the recovery ramp.
@@ -85,7 +101,7 @@ fn parse(m: &SqsMessage) -> Result<Parsed, String> {
         event_type: EventType::parse(&msg.event_type).map_err(|e| field("event_type", e))?,
         tenant,
         event,
-    })
+    })))
 }
 
 /// Parks a delivery that cannot be read (its message or its record) with
@@ -108,13 +124,44 @@ async fn park_unreadable(ctx: &Deliver, m: &SqsMessage, key: &str, why: &str) ->
 
 async fn process(ctx: &Deliver, m: SqsMessage) -> Outcome {
     let p = match parse(&m) {
-        Ok(p) => p,
+        Ok(Message::Delivery(p)) => p,
+        Ok(Message::Fence(tenant, sub, fence)) => {
+            return match ctx.store.pass_fence(&tenant, &sub, &fence).await {
+                Ok(()) => Outcome::Done,
+                Err(e) => {
+                    error!(error = %e, "passing a lane fence failed");
+                    Outcome::Retry
+                }
+            };
+        }
         Err(why) => {
             let key = format!("message {}", m.message_id.as_deref().unwrap_or("(no id)"));
             let why = format!("the delivery message does not parse: {why}");
             return park_unreadable(ctx, &m, &key, &why).await;
         }
     };
+    if let Some(after) = &p.after {
+        match ctx.store.fenced(&p.tenant, &p.sub, after).await {
+            // Its key's old lane still holds older deliveries: wait, longer
+            // each time (1, 4, 9 … s, up to 2 min, so that a wait behind a
+            // whole retry ladder stays far within the queue's receive
+            // backstop).
+            Ok(true) => {
+                let receives: i64 = m
+                    .attributes
+                    .get("ApproximateReceiveCount")
+                    .and_then(|c| c.parse().ok())
+                    .unwrap_or(1);
+                let wait = (receives.clamp(1, 11).pow(2)).min(120);
+                return back_off(ctx, &m, time::Duration::seconds(wait)).await;
+            }
+            Ok(false) => {}
+            Err(e) => {
+                error!(error = %e, "reading a lane fence failed");
+                return Outcome::Retry;
+            }
+        }
+    }
     // A message received for the first time has had no attempt: its
     // record, if any, is a fresh one (a replay's or a backfill's reset) or
     // a finished one (the pair was fanned out again), and the conditional

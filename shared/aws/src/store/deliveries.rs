@@ -24,8 +24,7 @@ use std::collections::HashMap;
 use async_trait::async_trait;
 use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
 use hooklane_core::domain::{
-    lane_of, Delivery, DeliveryRecord, DeliveryState, EventId, LaneCount, Retake, SubscriptionId,
-    TenantId,
+    Delivery, DeliveryRecord, DeliveryState, EventId, Retake, SubscriptionId, TenantId,
 };
 use hooklane_core::ports::{
     AttemptLog, End, Finish, LaneQueue, NewDelivery, StoreError, StoreResult, SubscriptionStore,
@@ -72,6 +71,54 @@ fn message_of(d: &NewDelivery) -> DeliveryMessage {
 }
 
 impl AwsStore {
+    /// The message of a live delivery, on its lane as the subscription's
+    /// placement says (`lane_change`).
+    async fn placed(&self, d: &NewDelivery) -> StoreResult<DeliveryMessage> {
+        let mut msg = message_of(d);
+        let key = d.ordering_key.as_ref();
+        self.place(&mut msg, &d.tenant, &d.subscription_id, key, &d.event_id)
+            .await?;
+        Ok(msg)
+    }
+
+    /// Queues messages on their lanes: to the queue, or behind the lane's
+    /// spilled deliveries while it spills.
+    pub(crate) async fn dispatch(
+        &self,
+        msgs: Vec<DeliveryMessage>,
+        nonce: &str,
+    ) -> StoreResult<()> {
+        let mut queue = Vec::with_capacity(msgs.len());
+        let mut spill = Vec::new();
+        for mut msg in msgs {
+            if !nonce.is_empty() {
+                msg.nonce = Some(nonce.to_owned());
+            }
+            let tenant = TenantId::parse(&msg.tenant).map_err(|_| corrupt("tenant"))?;
+            let sub = SubscriptionId::parse(&msg.subscription_id)
+                .map_err(|_| corrupt("subscription id"))?;
+            if self
+                .spilling((&tenant, &sub, msg.lane_no.unwrap_or(0)))
+                .await?
+            {
+                spill.push(msg);
+            } else {
+                queue.push(msg);
+            }
+        }
+        self.send_deliveries(&queue, nonce).await?;
+        for msg in spill {
+            if !self.spill(&msg).await? {
+                // The lane stopped spilling after its flag was read:
+                // nothing is left in the spill store, so the queue keeps
+                // the lane's order.
+                self.send_deliveries(std::slice::from_ref(&msg), nonce)
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+
     /// Sends delivery messages in batches of ten, retrying refused entries;
     /// `nonce` makes replays distinct from the original send.
     pub(crate) async fn send_deliveries(
@@ -90,7 +137,7 @@ impl AwsStore {
                         .message_deduplication_id(dedup_id(&[
                             &m.event_id,
                             &m.subscription_id,
-                            nonce,
+                            m.nonce.as_deref().unwrap_or(nonce),
                         ]))
                         .build()
                         .map_err(backend)?,
@@ -146,28 +193,11 @@ pub(crate) fn truncate(text: &str, max: usize) -> String {
 #[async_trait]
 impl LaneQueue for AwsStore {
     async fn enqueue(&self, deliveries: &[NewDelivery]) -> StoreResult<()> {
-        let mut queue = Vec::with_capacity(deliveries.len());
-        let mut spill = Vec::new();
+        let mut msgs = Vec::with_capacity(deliveries.len());
         for d in deliveries {
-            if self
-                .spilling((&d.tenant, &d.subscription_id, d.lane))
-                .await?
-            {
-                spill.push(message_of(d));
-            } else {
-                queue.push(message_of(d));
-            }
+            msgs.push(self.placed(d).await?);
         }
-        self.send_deliveries(&queue, "").await?;
-        for msg in spill {
-            if !self.spill(&msg).await? {
-                // The lane stopped spilling after its flag was read:
-                // nothing is left in the spill store, so the queue keeps
-                // the lane's order.
-                self.send_deliveries(std::slice::from_ref(&msg), "").await?;
-            }
-        }
-        Ok(())
+        self.dispatch(msgs, "").await
     }
 
     async fn begin(
@@ -202,44 +232,40 @@ impl LaneQueue for AwsStore {
         backfill: bool,
     ) -> StoreResult<Vec<bool>> {
         let mut taken = Vec::with_capacity(deliveries.len());
-        let mut msgs = Vec::new();
-        // Each subscription's lane count as read now (`None`: it is gone).
-        let mut live: HashMap<SubscriptionId, Option<LaneCount>> = HashMap::new();
+        let mut live = Vec::new();
+        let mut backfills = Vec::new();
+        // Whether each subscription is there, as read now.
+        let mut there: HashMap<SubscriptionId, bool> = HashMap::new();
         for d in deliveries {
-            let lanes = match live.get(&d.subscription_id) {
-                Some(lanes) => *lanes,
+            let here = match there.get(&d.subscription_id) {
+                Some(here) => *here,
                 None => {
-                    let lanes = SubscriptionStore::get(self, &d.tenant, &d.subscription_id)
+                    let here = SubscriptionStore::get(self, &d.tenant, &d.subscription_id)
                         .await?
-                        .map(|s| s.lanes);
-                    live.insert(d.subscription_id.clone(), lanes);
-                    lanes
+                        .is_some();
+                    there.insert(d.subscription_id.clone(), here);
+                    here
                 }
             };
-            let reset = match lanes {
-                Some(_) => {
-                    self.reset_to_pending(&d.subscription_id, &d.event_id, rule)
-                        .await?
-                }
-                None => false,
-            };
-            if let (true, Some(lanes)) = (reset, lanes) {
+            let reset = here
+                && self
+                    .reset_to_pending(&d.subscription_id, &d.event_id, rule)
+                    .await?;
+            if reset && backfill {
+                // The backfill is one lane of its own.
                 let mut msg = message_of(d);
-                if backfill {
-                    // The backfill is one lane of its own.
-                    msg.lane = Some("backfill".to_owned());
-                    msg.lane_no = None;
-                } else {
-                    // The lane its key (or id) picks among the lanes now.
-                    let key = d.ordering_key.as_ref();
-                    msg.lane_no = (lanes.get() > 1).then(|| lane_of(key, &d.event_id, lanes));
-                }
-                msgs.push(msg);
+                msg.lane = Some("backfill".to_owned());
+                msg.lane_no = None;
+                backfills.push(msg);
+            } else if reset {
+                // The lane its key (or id) picks among the lanes now.
+                live.push(self.placed(d).await?);
             }
             taken.push(reset);
         }
         let nonce = format!("requeue-{}", ms(OffsetDateTime::now_utc()));
-        self.send_deliveries(&msgs, &nonce).await?;
+        self.send_deliveries(&backfills, &nonce).await?;
+        self.dispatch(live, &nonce).await?;
         if rule == Retake::Parked {
             // The dead-letter queue's copies are stale now.
             for d in deliveries

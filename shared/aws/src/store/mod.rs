@@ -19,6 +19,7 @@ mod conflicts;
 mod dead_letters;
 mod deliveries;
 mod events;
+mod lane_change;
 mod lane_flags;
 mod rates;
 mod records;
@@ -57,6 +58,8 @@ pub struct AwsStore {
     pub(crate) settings: Settings,
     /// Lane spill flags as last read (shared by clones).
     pub(crate) lane_flags: std::sync::Arc<lane_flags::LaneFlags>,
+    /// Lane placements as last read (shared by clones).
+    pub(crate) placements: std::sync::Arc<lane_change::Placements>,
 }
 
 impl AwsStore {
@@ -82,6 +85,7 @@ impl AwsStore {
             sqs: aws_sdk_sqs::Client::from_conf(sqs.build()),
             settings,
             lane_flags: Default::default(),
+            placements: Default::default(),
         }
     }
 
@@ -97,6 +101,7 @@ impl AwsStore {
             sqs,
             settings,
             lane_flags: Default::default(),
+            placements: Default::default(),
         }
     }
 

@@ -10,7 +10,8 @@ use hooklane_core::ports::{StoreResult, SubscriptionStore, Suspensions};
 use hooklane_core::record::{ms, SubscriptionRecord};
 
 use super::{
-    backend, corrupt, is_condition_failed, key_of, readable_keyed, took_effect, AwsStore, Item,
+    backend, corrupt, get_s, is_condition_failed, key_of, readable_keyed, took_effect, AwsStore,
+    Item,
 };
 use crate::{number_attr, string_attr};
 
@@ -190,11 +191,18 @@ impl AwsStore {
             .query()
             .table_name(&self.settings.table)
             .key_condition_expression("pk = :pk AND sk BETWEEN :lo AND :hi")
+            // Fan-out queues deliveries on what this read says (lanes,
+            // their switch): it must not be older than a write already
+            // acted on.
+            .consistent_read(true)
             .expression_attribute_values(":pk", string_attr(tenant_pk(tenant)))
             .expression_attribute_values(":lo", string_attr(lo))
             .expression_attribute_values(":hi", string_attr("S$"));
         super::query_items(query, limit, |item| {
             let key = key_of(&item);
+            if let Some(id) = get_s(&item, "id").and_then(|i| SubscriptionId::parse(i).ok()) {
+                self.placements.note(&id, &item);
+            }
             let Some((sub, spilling)) =
                 readable_keyed("subscription", &key, from_item(item))?.flatten()
             else {
@@ -233,6 +241,9 @@ impl SubscriptionStore for AwsStore {
         id: &SubscriptionId,
     ) -> StoreResult<Option<Subscription>> {
         let item = self.get_consistent(tenant_pk(tenant), sub_sk(id)).await?;
+        if let Some(item) = &item {
+            self.placements.note(id, item);
+        }
         let Some((sub, spilling)) = item.map(from_item).transpose()?.flatten() else {
             return Ok(None);
         };
@@ -250,7 +261,18 @@ impl SubscriptionStore for AwsStore {
     }
 
     async fn update(&self, sub: &Subscription) -> StoreResult<bool> {
-        let (expression, values) = editable_fields(&SubscriptionRecord::from(sub))?;
+        let (mut expression, values) = editable_fields(&SubscriptionRecord::from(sub))?;
+        // The lanes deliveries are queued on stay as they are until the
+        // lane adapter switches (`lane_change`); an item that never
+        // switched gets them written now, before `lanes` changes.
+        let Some(was) = self.placement(&sub.tenant, &sub.id).await? else {
+            return Ok(false);
+        };
+        expression = expression.replacen(
+            "SET ",
+            "SET sent_lanes = if_not_exists(sent_lanes, :was), ",
+            1,
+        );
         let mut req = self
             .ddb
             .update_item()
@@ -265,7 +287,10 @@ impl SubscriptionStore for AwsStore {
         for (placeholder, value) in values {
             req = req.expression_attribute_values(placeholder, value);
         }
-        match req.send().await {
+        req = req.expression_attribute_values(":was", number_attr(was.sent.get()));
+        let res = req.send().await;
+        self.placements.forget(&sub.id);
+        match res {
             Ok(_) => Ok(true),
             Err(e) if is_condition_failed(&e) => Ok(false),
             Err(e) => Err(backend(e)),

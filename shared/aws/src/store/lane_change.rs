@@ -1,0 +1,365 @@
+//! A change of a subscription's `lanes` on AWS keeps per-key order (G5).
+//!
+//! Messages already queued stay in the groups of the old lanes, so a key's
+//! new deliveries, on a new lane, could overtake its older ones. The first
+//! time a live delivery is queued under the new lanes, the adapter puts a
+//! fence message at the end of each old lane (through the spill, like any
+//! delivery, so it stays behind the lane's spilled deliveries), and only
+//! then switches. A new delivery whose key's old lane has not passed its
+//! fence yet carries that fence ([`crate::messages::After`]); the delivery
+//! function holds it back (visibility, growing to 20 s) until the delivery
+//! function has taken that fence off the item's pending set. A key whose
+//! old lane has drained waits for nothing; nor does any delivery once all
+//! fences are through.
+//!
+//! State on the subscription item, beside `lanes` (what the user asked):
+//! - `sent_lanes`: the lanes live deliveries are queued on (absent: never
+//!   changed, `lanes`);
+//! - `lane_gen`: the number of switches so far;
+//! - `fence_from`: the lanes before the last switch;
+//! - `fences`: the old lanes whose fence of the last switch is still
+//!   queued (a number set; absent when none).
+//!
+//! One switch at a time: while fences of the last switch are pending, a
+//! further change of `lanes` waits (deliveries stay on `sent_lanes`) until
+//! they are through, so a delivery waits for at most one fence. Every
+//! queued live delivery follows a strongly consistent read of its
+//! subscription (fan-out's query, replay's read, or the adapter's own),
+//! so none is sent on lanes older than a fence already sent. Cost: one
+//! message per old lane and one write per switch; a consistent `GetItem`
+//! per attempt of a delivery that carries a fence, only while the switch
+//! drains.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use hooklane_core::domain::{lane_of, EventId, LaneCount, OrderingKey, SubscriptionId, TenantId};
+use hooklane_core::ports::StoreResult;
+
+use super::subscriptions::{sub_sk, tenant_pk};
+use super::{backend, get_n, is_condition_failed, AwsStore, Item};
+use crate::messages::{After, DeliveryMessage};
+use crate::number_attr;
+
+/// How long a noted placement stands in for a read of its own (a fan-out
+/// queues right after the query that noted it).
+const FRESH: Duration = Duration::from_secs(5);
+const KEEP: usize = 100_000;
+/// Tries of a switch that a concurrent one got in the way of.
+const SWITCH_TRIES: usize = 4;
+
+/// Where a subscription's live deliveries go, as its item says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Placement {
+    /// The lanes the user asked for.
+    pub lanes: LaneCount,
+    /// The lanes live deliveries are queued on.
+    pub sent: LaneCount,
+    /// Switches so far.
+    pub generation: u32,
+    /// The lanes before the last switch.
+    pub from: LaneCount,
+    /// Old lanes whose fence of the last switch is still queued.
+    pub fences: Vec<u16>,
+}
+
+fn count(item: &Item, name: &str) -> Option<LaneCount> {
+    get_n(item, name).and_then(|n| LaneCount::parse(n).ok())
+}
+
+impl Placement {
+    /// The placement a subscription item holds.
+    pub(crate) fn of(item: &Item) -> Self {
+        let lanes = count(item, "lanes").unwrap_or_default();
+        let fences = match item.get("fences") {
+            Some(AttributeValue::Ns(ns)) => ns.iter().filter_map(|n| n.parse().ok()).collect(),
+            _ => Vec::new(),
+        };
+        Self {
+            lanes,
+            sent: count(item, "sent_lanes").unwrap_or(lanes),
+            generation: get_n(item, "lane_gen").unwrap_or(0) as u32,
+            from: count(item, "fence_from").unwrap_or_default(),
+            fences,
+        }
+    }
+
+    /// The lane of a delivery, and the fence it waits for, if any.
+    pub(crate) fn place(&self, key: Option<&OrderingKey>, event: &EventId) -> (u16, Option<After>) {
+        let lane = lane_of(key, event, self.sent);
+        let old = lane_of(key, event, self.from);
+        let after = self.fences.contains(&old).then_some(After {
+            generation: self.generation,
+            lane: old,
+        });
+        (lane, after)
+    }
+
+    /// Whether a delivery that waits for `after` must still wait.
+    pub(crate) fn holds(&self, after: &After) -> bool {
+        self.generation == after.generation && self.fences.contains(&after.lane)
+    }
+}
+
+/// Placements noted by the reads that fetch subscription items anyway.
+#[derive(Debug, Default)]
+pub(crate) struct Placements {
+    noted: Mutex<HashMap<SubscriptionId, (Instant, Placement)>>,
+}
+
+impl Placements {
+    /// Notes a subscription's placement as just read.
+    pub(crate) fn note(&self, sub: &SubscriptionId, item: &Item) {
+        if let Ok(mut map) = self.noted.lock() {
+            if map.len() >= KEEP && !map.contains_key(sub) {
+                map.clear();
+            }
+            map.insert(sub.clone(), (Instant::now(), Placement::of(item)));
+        }
+    }
+
+    fn fresh(&self, sub: &SubscriptionId) -> Option<Placement> {
+        let map = self.noted.lock().ok()?;
+        map.get(sub)
+            .filter(|(at, _)| at.elapsed() < FRESH)
+            .map(|(_, p)| p.clone())
+    }
+
+    pub(crate) fn forget(&self, sub: &SubscriptionId) {
+        if let Ok(mut map) = self.noted.lock() {
+            map.remove(sub);
+        }
+    }
+}
+
+impl AwsStore {
+    /// A subscription's placement: as just noted, or read (strongly
+    /// consistent); `None` when it is gone.
+    pub(crate) async fn placement(
+        &self,
+        tenant: &TenantId,
+        sub: &SubscriptionId,
+    ) -> StoreResult<Option<Placement>> {
+        if let Some(p) = self.placements.fresh(sub) {
+            return Ok(Some(p));
+        }
+        self.placement_now(tenant, sub).await
+    }
+
+    async fn placement_now(
+        &self,
+        tenant: &TenantId,
+        sub: &SubscriptionId,
+    ) -> StoreResult<Option<Placement>> {
+        let item = self.get_consistent(tenant_pk(tenant), sub_sk(sub)).await?;
+        Ok(item.filter(|i| !i.contains_key("deleted_at")).map(|i| {
+            self.placements.note(sub, &i);
+            Placement::of(&i)
+        }))
+    }
+
+    /// Puts a live delivery message on its lane (and its fence), switching
+    /// the subscription to its new lanes first when they changed and no
+    /// earlier switch is still draining. A gone subscription's message is
+    /// left as it is (the delivery function drops it).
+    pub(crate) async fn place(
+        &self,
+        msg: &mut DeliveryMessage,
+        tenant: &TenantId,
+        sub: &SubscriptionId,
+        key: Option<&OrderingKey>,
+        event: &EventId,
+    ) -> StoreResult<()> {
+        let Some(mut p) = self.placement(tenant, sub).await? else {
+            return Ok(());
+        };
+        for _ in 0..SWITCH_TRIES {
+            if p.sent == p.lanes || !p.fences.is_empty() {
+                break;
+            }
+            match self.switch(tenant, sub, &p).await? {
+                Some(now) => p = now,
+                None => match self.placement_now(tenant, sub).await? {
+                    Some(now) => p = now,
+                    None => return Ok(()),
+                },
+            }
+        }
+        let (lane, after) = p.place(key, event);
+        msg.lane_no = (p.sent.get() > 1).then_some(lane);
+        msg.after = after;
+        Ok(())
+    }
+
+    /// Fences every lane of `p.sent` and records the switch to `p.lanes`;
+    /// `None` when the item changed meanwhile (read it again). Fences sent
+    /// by a switch that then lost the race are taken off nothing: they
+    /// pass as no-ops.
+    async fn switch(
+        &self,
+        tenant: &TenantId,
+        sub: &SubscriptionId,
+        p: &Placement,
+    ) -> StoreResult<Option<Placement>> {
+        let generation = p.generation + 1;
+        let fences: Vec<DeliveryMessage> = (0..p.sent.get())
+            .map(|lane| {
+                DeliveryMessage::fence(
+                    tenant.as_str(),
+                    sub.as_str(),
+                    generation,
+                    (p.sent.get() > 1).then_some(lane),
+                )
+            })
+            .collect();
+        self.dispatch(fences, "").await?;
+        let all: Vec<String> = (0..p.sent.get()).map(|l| l.to_string()).collect();
+        let guard = if p.generation == 0 {
+            "attribute_not_exists(lane_gen)"
+        } else {
+            "lane_gen = :was"
+        };
+        let mut req = self
+            .ddb
+            .update_item()
+            .table_name(&self.settings.table)
+            .key("pk", crate::string_attr(tenant_pk(tenant)))
+            .key("sk", crate::string_attr(sub_sk(sub)))
+            .update_expression(
+                "SET lane_gen = :gen, sent_lanes = :to, fence_from = :from, fences = :all",
+            )
+            .condition_expression(format!(
+                "attribute_exists(pk) AND attribute_not_exists(deleted_at) AND {guard}"
+            ))
+            .expression_attribute_values(":gen", number_attr(generation))
+            .expression_attribute_values(":to", number_attr(p.lanes.get()))
+            .expression_attribute_values(":from", number_attr(p.sent.get()))
+            .expression_attribute_values(":all", AttributeValue::Ns(all));
+        if p.generation > 0 {
+            req = req.expression_attribute_values(":was", number_attr(p.generation));
+        }
+        match req.send().await {
+            Ok(_) => {
+                self.placements.forget(sub);
+                tracing::info!(
+                    subscription_id = sub.as_str(),
+                    from = p.sent.get(),
+                    to = p.lanes.get(),
+                    "lanes switched; fences queued on the old lanes"
+                );
+                Ok(Some(Placement {
+                    lanes: p.lanes,
+                    sent: p.lanes,
+                    generation,
+                    from: p.sent,
+                    fences: (0..p.sent.get()).collect(),
+                }))
+            }
+            Err(e) if is_condition_failed(&e) => {
+                self.placements.forget(sub);
+                Ok(None)
+            }
+            Err(e) => Err(backend(e)),
+        }
+    }
+
+    /// A fence reached the head of its old lane: everything queued on that
+    /// lane before the switch is through. A stale fence (a later switch,
+    /// a lost race, a gone subscription) changes nothing.
+    pub(crate) async fn pass_fence(
+        &self,
+        tenant: &TenantId,
+        sub: &SubscriptionId,
+        after: &After,
+    ) -> StoreResult<()> {
+        let res = self
+            .ddb
+            .update_item()
+            .table_name(&self.settings.table)
+            .key("pk", crate::string_attr(tenant_pk(tenant)))
+            .key("sk", crate::string_attr(sub_sk(sub)))
+            .update_expression("DELETE fences :lane")
+            .condition_expression("attribute_exists(pk) AND lane_gen = :gen")
+            .expression_attribute_values(":lane", AttributeValue::Ns(vec![after.lane.to_string()]))
+            .expression_attribute_values(":gen", number_attr(after.generation))
+            .send()
+            .await;
+        self.placements.forget(sub);
+        match res {
+            Ok(_) => Ok(()),
+            Err(e) if is_condition_failed(&e) => Ok(()),
+            Err(e) => Err(backend(e)),
+        }
+    }
+
+    /// Whether a delivery that waits for `after` must wait still (read
+    /// strongly consistent; a gone subscription holds nothing back).
+    pub(crate) async fn fenced(
+        &self,
+        tenant: &TenantId,
+        sub: &SubscriptionId,
+        after: &After,
+    ) -> StoreResult<bool> {
+        Ok(self
+            .placement_now(tenant, sub)
+            .await?
+            .is_some_and(|p| p.holds(after)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(pairs: &[(&str, AttributeValue)]) -> Item {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), v.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn a_delivery_waits_only_for_the_pending_fence_of_its_keys_old_lane() {
+        let n = |v: i64| AttributeValue::N(v.to_string());
+        // Never changed: the lanes asked for, nothing to wait for.
+        let plain = Placement::of(&item(&[("lanes", n(8))]));
+        assert_eq!((plain.sent.get(), plain.generation), (8, 0));
+        let event = EventId::generate();
+        assert_eq!(plain.place(None, &event).1, None);
+        // Switched from 4 to 8; old lanes 1 and 3 still have their fences.
+        let p = Placement::of(&item(&[
+            ("lanes", n(8)),
+            ("sent_lanes", n(8)),
+            ("lane_gen", n(2)),
+            ("fence_from", n(4)),
+            ("fences", AttributeValue::Ns(vec!["1".into(), "3".into()])),
+        ]));
+        let mut waited = 0;
+        for i in 0..64 {
+            let key = OrderingKey::parse(&format!("k{i}")).unwrap();
+            let (lane, after) = p.place(Some(&key), &event);
+            assert_eq!(lane, lane_of(Some(&key), &event, p.sent));
+            let old = lane_of(Some(&key), &event, p.from);
+            match after {
+                Some(a) => {
+                    waited += 1;
+                    assert_eq!((a.generation, a.lane), (2, old));
+                    assert!(p.holds(&a));
+                }
+                None => assert!(old == 0 || old == 2, "{old} has no fence pending"),
+            }
+        }
+        assert!(waited > 0);
+        // A later switch lets every earlier waiter go.
+        let later = Placement {
+            generation: 3,
+            ..p.clone()
+        };
+        assert!(!later.holds(&After {
+            generation: 2,
+            lane: 1
+        }));
+    }
+}
