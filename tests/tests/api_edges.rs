@@ -1,6 +1,6 @@
-//! End-to-end tests of the API's edges (`../shared/API.md`): auth, bad input
-//! that answers a problem naming the field and changes nothing (G11), and
-//! pagination. (Isolation, the egress guard at registration and idempotent
+//! End-to-end tests of the API's edges (`../shared/API.md`), on both
+//! backends: auth, bad input that answers a problem naming the field and
+//! changes nothing (G11), and pagination. (Isolation, the egress guard at registration and idempotent
 //! publish are in `api_isolation.rs`.)
 //!
 //! Table-driven tests check every case and then report all mismatches at
@@ -10,14 +10,15 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use hooklane_tests::edges::*;
-use hooklane_tests::{eventually, test_env, Receiver, Server, TOKEN};
+use hooklane_tests::{eventually, on_both_backends, test_env, Backend, Receiver, Server, TOKEN};
 use serde_json::{json, Value};
 
 // ---------------------------------------------------------------- auth
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_missing_wrong_or_non_bearer_token_gets_401_problem_and_creates_nothing() {
-    let server = Server::start(test_env(&[])).await;
+async fn a_missing_wrong_or_non_bearer_token_gets_401_problem_and_creates_nothing(
+    backend: Backend,
+) {
+    let server = Server::start_on(backend, test_env(&[])).await;
     let sub =
         serde_json::to_vec(&json!({"url": "https://example.com/hook", "event_types": ["a.*"]}))
             .expect("json");
@@ -68,9 +69,8 @@ async fn a_missing_wrong_or_non_bearer_token_gets_401_problem_and_creates_nothin
     assert_none_failed(&failures);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn healthz_and_the_openapi_3_1_document_answer_without_a_token() {
-    let server = Server::start(test_env(&[])).await;
+async fn healthz_and_the_openapi_3_1_document_answer_without_a_token(backend: Backend) {
+    let server = Server::start_on(backend, test_env(&[])).await;
     let a = send(&server, "GET", "/healthz", None, None).await;
     assert_eq!(a.status, 200, "GET /healthz without a token: {}", a.body);
     let a = send(&server, "GET", "/openapi.json", None, None).await;
@@ -94,9 +94,10 @@ async fn healthz_and_the_openapi_3_1_document_answer_without_a_token() {
 
 // ---------------------------------------------------- bad input (G11)
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bad_subscription_inputs_answer_a_problem_naming_the_field_and_create_nothing() {
-    let server = Server::start(test_env(&[])).await;
+async fn bad_subscription_inputs_answer_a_problem_naming_the_field_and_create_nothing(
+    backend: Backend,
+) {
+    let server = Server::start_on(backend, test_env(&[])).await;
     let url = "https://example.com/hook";
     let j = |v: Value| serde_json::to_vec(&v).expect("json");
     let cases: Vec<(&str, &str, Vec<u8>, u16, &str)> = vec![
@@ -223,9 +224,8 @@ async fn bad_subscription_inputs_answer_a_problem_naming_the_field_and_create_no
     assert_none_failed(&failures);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bad_event_inputs_answer_a_problem_naming_the_field_and_publish_nothing() {
-    let server = Server::start(test_env(&[])).await;
+async fn bad_event_inputs_answer_a_problem_naming_the_field_and_publish_nothing(backend: Backend) {
+    let server = Server::start_on(backend, test_env(&[])).await;
     let receiver = Receiver::start().await;
     server.subscribe("acme", &receiver.url("all"), &["*"]).await;
     let j = |v: Value| serde_json::to_vec(&v).expect("json");
@@ -319,9 +319,8 @@ async fn bad_event_inputs_answer_a_problem_naming_the_field_and_publish_nothing(
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn patch_with_an_empty_object_answers_400_and_changes_nothing() {
-    let server = Server::start(test_env(&[])).await;
+async fn patch_with_an_empty_object_answers_400_and_changes_nothing(backend: Backend) {
+    let server = Server::start_on(backend, test_env(&[])).await;
     let sub = server
         .subscribe("acme", "https://example.com/hook", &["a.*"])
         .await;
@@ -337,9 +336,8 @@ async fn patch_with_an_empty_object_answers_400_and_changes_nothing() {
     assert_eq!(now["updated_at"], sub["updated_at"], "updated_at moved");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn patch_with_an_unknown_field_answers_400_naming_it_and_changes_nothing() {
-    let server = Server::start(test_env(&[])).await;
+async fn patch_with_an_unknown_field_answers_400_naming_it_and_changes_nothing(backend: Backend) {
+    let server = Server::start_on(backend, test_env(&[])).await;
     let sub = server
         .subscribe("acme", "https://example.com/hook", &["a.*"])
         .await;
@@ -363,9 +361,8 @@ async fn patch_with_an_unknown_field_answers_400_naming_it_and_changes_nothing()
 
 // ---------------------------------------------------------- pagination
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_bad_limit_or_cursor_answers_400_naming_it() {
-    let server = Server::start(test_env(&[])).await;
+async fn a_bad_limit_or_cursor_answers_400_naming_it(backend: Backend) {
+    let server = Server::start_on(backend, test_env(&[])).await;
     server
         .subscribe("acme", "https://example.com/hook", &["a.*"])
         .await;
@@ -386,9 +383,8 @@ async fn a_bad_limit_or_cursor_answers_400_naming_it() {
     assert_none_failed(&failures);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn paging_five_subscriptions_by_two_gives_2_2_1_items_each_once() {
-    let server = Server::start(test_env(&[])).await;
+async fn paging_five_subscriptions_by_two_gives_2_2_1_items_each_once(backend: Backend) {
+    let server = Server::start_on(backend, test_env(&[])).await;
     let mut created = HashSet::new();
     for i in 0..5 {
         let sub = server
@@ -435,3 +431,14 @@ async fn paging_five_subscriptions_by_two_gives_2_2_1_items_each_once() {
         "the pages did not list exactly the 5 created"
     );
 }
+
+on_both_backends!(
+    a_missing_wrong_or_non_bearer_token_gets_401_problem_and_creates_nothing,
+    healthz_and_the_openapi_3_1_document_answer_without_a_token,
+    bad_subscription_inputs_answer_a_problem_naming_the_field_and_create_nothing,
+    bad_event_inputs_answer_a_problem_naming_the_field_and_publish_nothing,
+    patch_with_an_empty_object_answers_400_and_changes_nothing,
+    patch_with_an_unknown_field_answers_400_naming_it_and_changes_nothing,
+    a_bad_limit_or_cursor_answers_400_naming_it,
+    paging_five_subscriptions_by_two_gives_2_2_1_items_each_once,
+);

@@ -1,18 +1,19 @@
-//! End-to-end tests of the API's edges across tenants and endpoints: the
-//! egress guard at registration (G9), tenant isolation (G10), idempotent
+//! End-to-end tests of the API's edges across tenants and endpoints, on
+//! both backends: the egress guard at registration (G9), tenant isolation (G10), idempotent
 //! publish (G12), and deletion.
 
 use std::time::Duration;
 
 use hooklane_tests::edges::*;
-use hooklane_tests::{eventually, test_env, Receiver, Reply, Server};
+use hooklane_tests::{eventually, on_both_backends, test_env, Backend, Receiver, Reply, Server};
 use serde_json::{json, Value};
 
 // ------------------------------------------------- egress guard (G9)
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_production_guard_refuses_private_loopback_and_plain_http_urls_at_registration() {
-    let server = Server::start(production_env()).await;
+async fn the_production_guard_refuses_private_loopback_and_plain_http_urls_at_registration(
+    backend: Backend,
+) {
+    let server = Server::start_on(backend, production_env()).await;
     let urls = [
         "https://127.0.0.1/x",
         "https://localhost/x",
@@ -53,9 +54,8 @@ async fn the_production_guard_refuses_private_loopback_and_plain_http_urls_at_re
     assert_none_failed(&failures);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_production_guard_accepts_a_public_https_url() {
-    let server = Server::start(production_env()).await;
+async fn the_production_guard_accepts_a_public_https_url(backend: Backend) {
+    let server = Server::start_on(backend, production_env()).await;
     // example.com may not resolve here; an unresolvable host is accepted
     // at registration by design (checked again at connect time).
     let (status, body) = server
@@ -71,9 +71,10 @@ async fn the_production_guard_accepts_a_public_https_url() {
 
 // --------------------------------------------- tenant isolation (G10)
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn another_tenant_gets_404_for_every_route_on_a_subscription_and_changes_nothing() {
-    let server = Server::start(test_env(&[])).await;
+async fn another_tenant_gets_404_for_every_route_on_a_subscription_and_changes_nothing(
+    backend: Backend,
+) {
+    let server = Server::start_on(backend, test_env(&[])).await;
     let sub = server
         .subscribe("acme", "https://example.com/hook", &["a.*"])
         .await;
@@ -119,9 +120,8 @@ async fn another_tenant_gets_404_for_every_route_on_a_subscription_and_changes_n
     assert_none_failed(&failures);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_subscription_receives_only_its_own_tenants_events() {
-    let server = Server::start(test_env(&[])).await;
+async fn a_subscription_receives_only_its_own_tenants_events(backend: Backend) {
+    let server = Server::start_on(backend, test_env(&[])).await;
     let receiver = Receiver::start().await;
     server
         .subscribe("acme", &receiver.url("acme"), &["a.*"])
@@ -155,9 +155,8 @@ async fn a_subscription_receives_only_its_own_tenants_events() {
     assert_eq!(receiver.count("globex"), 1, "globex got acme's event");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn another_tenant_cannot_see_or_replay_parked_deliveries_or_read_the_event() {
-    let server = Server::start(test_env(&[])).await;
+async fn another_tenant_cannot_see_or_replay_parked_deliveries_or_read_the_event(backend: Backend) {
+    let server = Server::start_on(backend, test_env(&[])).await;
     let receiver = Receiver::start().await;
     receiver.set_default("acme", Reply::Status(400));
     let sub = server
@@ -235,9 +234,8 @@ async fn another_tenant_cannot_see_or_replay_parked_deliveries_or_read_the_event
 
 // --------------------------------------------- idempotent publish (G12)
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn publishing_the_same_id_twice_answers_the_original_and_delivers_once() {
-    let server = Server::start(test_env(&[])).await;
+async fn publishing_the_same_id_twice_answers_the_original_and_delivers_once(backend: Backend) {
+    let server = Server::start_on(backend, test_env(&[])).await;
     let receiver = Receiver::start().await;
     server
         .subscribe("acme", &receiver.url("idem"), &["a.*"])
@@ -272,9 +270,8 @@ async fn publishing_the_same_id_twice_answers_the_original_and_delivers_once() {
 
 // ------------------------------------------------------------ deletion
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_deleted_subscription_answers_404_to_get_and_to_a_second_delete() {
-    let server = Server::start(test_env(&[])).await;
+async fn a_deleted_subscription_answers_404_to_get_and_to_a_second_delete(backend: Backend) {
+    let server = Server::start_on(backend, test_env(&[])).await;
     let sub = server
         .subscribe("acme", "https://example.com/hook", &["a.*"])
         .await;
@@ -290,3 +287,13 @@ async fn a_deleted_subscription_answers_404_to_get_and_to_a_second_delete() {
     }
     assert_none_failed(&failures);
 }
+
+on_both_backends!(
+    the_production_guard_refuses_private_loopback_and_plain_http_urls_at_registration,
+    the_production_guard_accepts_a_public_https_url,
+    another_tenant_gets_404_for_every_route_on_a_subscription_and_changes_nothing,
+    a_subscription_receives_only_its_own_tenants_events,
+    another_tenant_cannot_see_or_replay_parked_deliveries_or_read_the_event,
+    publishing_the_same_id_twice_answers_the_original_and_delivers_once,
+    a_deleted_subscription_answers_404_to_get_and_to_a_second_delete,
+);

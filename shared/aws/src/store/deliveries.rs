@@ -16,8 +16,9 @@
 //!   with its reason;
 //! - retry on a lane not yet spilling: one `UpdateItem` setting its flag;
 //!   delivered or parked on a spilling lane: the refill;
-//! - held (suspended): one conditional `UpdateItem` marking the record
-//!   held; dropped: the record's state only.
+//! - held (suspended) or dropped (unregistered): one conditional
+//!   `UpdateItem` marking the record, created if the delivery was never
+//!   attempted.
 
 use std::collections::HashMap;
 
@@ -293,8 +294,10 @@ impl LaneQueue for AwsStore {
     }
 
     async fn finish(&self, d: &Delivery, finish: &Finish) -> StoreResult<()> {
-        if finish.end == End::Held {
-            return self.hold(d).await;
+        match finish.end {
+            End::Held => return self.end_unattempted(d, DeliveryState::Held).await,
+            End::Dropped => return self.end_unattempted(d, DeliveryState::Dropped).await,
+            _ => {}
         }
         if let Some(a) = &finish.attempt {
             AttemptLog::record(self, a).await?;

@@ -12,9 +12,15 @@ use super::{padded, time_seq, took_effect, AwsStore, RETENTION_SECS};
 use crate::{number_attr, string_attr};
 
 impl AwsStore {
-    /// Marks a suspended subscription's delivery as held (the backfill
-    /// after re-enabling covers it), creating the record if needed.
-    pub(super) async fn hold(&self, d: &Delivery) -> StoreResult<()> {
+    /// Ends a delivery without an attempt, creating its record if it has
+    /// none yet (so `GET /events/{id}` shows it): held, when its
+    /// subscription is suspended (the backfill after re-enabling covers
+    /// it), or dropped, when its subscription is gone.
+    pub(super) async fn end_unattempted(
+        &self,
+        d: &Delivery,
+        state: DeliveryState,
+    ) -> StoreResult<()> {
         let now = OffsetDateTime::now_utc();
         let res = self
             .ddb
@@ -23,13 +29,14 @@ impl AwsStore {
             .key("pk", string_attr(record_pk(&d.subscription_id)))
             .key("sk", string_attr(record_sk(&d.event_id)))
             .update_expression(
-                "SET #state = :held, tenant = :t, subscription_id = :s, event_id = :e, event_type = :ty, \
+                "SET #state = :end, updated_at = :now, tenant = :t, subscription_id = :s, event_id = :e, event_type = :ty, \
                  attempts = if_not_exists(attempts, :zero), gsi1pk = :g1, gsi1sk = :s, expires_at = :exp, \
                  lane = :lane",
             )
             .condition_expression("attribute_not_exists(pk) OR #state = :pending")
             .expression_attribute_names("#state", "state")
-            .expression_attribute_values(":held", string_attr("held"))
+            .expression_attribute_values(":end", string_attr(state.as_str()))
+            .expression_attribute_values(":now", number_attr(ms(now)))
             .expression_attribute_values(":pending", string_attr("pending"))
             .expression_attribute_values(":zero", number_attr(0))
             .expression_attribute_values(":t", string_attr(d.tenant.as_str()))
