@@ -32,8 +32,30 @@ use crate::wiring::engine;
 use crate::{AwsStore, Settings};
 
 /// Concurrent invocations per queue, like the mapping's
-/// `ScalingConfig.MaximumConcurrency` (each holds up to 10 messages).
-const MAX_INVOCATIONS: usize = 500;
+/// `ScalingConfig.MaximumConcurrency` (each holds up to 10 messages): the
+/// template's `DeliveryMaxConcurrency` default, so tests see the capacity
+/// a deployment has. `HOOKLANE_LOCAL_MAX_INVOCATIONS` sets it.
+const MAX_INVOCATIONS: usize = 50;
+
+/// The stand-in's invocations per queue: `HOOKLANE_LOCAL_MAX_INVOCATIONS`
+/// (1–1000), or [`MAX_INVOCATIONS`].
+pub fn max_invocations() -> anyhow::Result<usize> {
+    invocations_from(
+        std::env::var("HOOKLANE_LOCAL_MAX_INVOCATIONS")
+            .ok()
+            .as_deref(),
+    )
+}
+
+fn invocations_from(value: Option<&str>) -> anyhow::Result<usize> {
+    let Some(v) = value else {
+        return Ok(MAX_INVOCATIONS);
+    };
+    match v.trim().parse::<usize>() {
+        Ok(n) if (1..=1000).contains(&n) => Ok(n),
+        _ => anyhow::bail!("HOOKLANE_LOCAL_MAX_INVOCATIONS: an integer from 1 to 1000, not {v:?}"),
+    }
+}
 /// The first pause after an empty receive, and the longest.
 const IDLE_PAUSE: (Duration, Duration) = (Duration::from_millis(200), Duration::from_secs(1));
 
@@ -67,8 +89,8 @@ pub fn to_event(messages: &[Message]) -> SqsEvent {
 }
 
 /// Polls one queue forever, running `handler` on each batch.
-async fn poll(sqs: aws_sdk_sqs::Client, queue_url: String, handler: Handler) {
-    let slots = Arc::new(Semaphore::new(MAX_INVOCATIONS));
+async fn poll(sqs: aws_sdk_sqs::Client, queue_url: String, handler: Handler, invocations: usize) {
+    let slots = Arc::new(Semaphore::new(invocations));
     let mut pause = IDLE_PAUSE.0;
     loop {
         let Ok(permit) = slots.clone().acquire_owned().await else {
@@ -145,8 +167,9 @@ async fn invoke(
     }
 }
 
-/// Starts the stand-in event source mappings for both queues.
-pub fn start_pollers(engine: Arc<Engine>, store: AwsStore) {
+/// Starts the stand-in event source mappings for both queues, each running
+/// at most `invocations` batches at once.
+pub fn start_pollers(engine: Arc<Engine>, store: AwsStore, invocations: usize) {
     let fan = fanout::FanOut {
         engine: engine.clone(),
         store: store.clone(),
@@ -165,8 +188,19 @@ pub fn start_pollers(engine: Arc<Engine>, store: AwsStore) {
         Box::pin(async move { delivery::handle(&del, ev).await })
     });
     let s = store.settings().clone();
-    tokio::spawn(poll(store.sqs().clone(), s.ingest_queue_url, fan_handler));
-    tokio::spawn(poll(store.sqs().clone(), s.delivery_queue_url, del_handler));
+    let sqs = store.sqs();
+    tokio::spawn(poll(
+        sqs.clone(),
+        s.ingest_queue_url,
+        fan_handler,
+        invocations,
+    ));
+    tokio::spawn(poll(
+        sqs.clone(),
+        s.delivery_queue_url,
+        del_handler,
+        invocations,
+    ));
 }
 
 /// Serves the API and runs the workers over the AWS adapters until
@@ -181,6 +215,7 @@ pub async fn serve(
     create: Option<crate::Resources>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    let invocations = max_invocations()?;
     let settings = match (create, settings) {
         (Some(r), _) => r.create(&sdk).await?,
         (None, Some(s)) => s,
@@ -195,7 +230,7 @@ pub async fn serve(
     let store = AwsStore::new(&sdk, settings);
     let engine = engine(config, &store, &sdk)?;
     engine.ensure_operator_subscription().await?;
-    start_pollers(engine.clone(), store);
+    start_pollers(engine.clone(), store, invocations);
     let app = hooklane_core::api::router(hooklane_core::api::AppState {
         engine,
         auth: hooklane_core::api::Auth::Token(token),
@@ -203,4 +238,19 @@ pub async fn serve(
     info!(addr = %listener.local_addr()?, "hooklane serving (aws backend)");
     hooklane_core::api::serve::serve(listener, app, timeouts, shutdown).await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pool_defaults_to_the_templates_and_takes_1_to_1000() {
+        assert_eq!(invocations_from(None).unwrap(), 50);
+        assert_eq!(invocations_from(Some("5")).unwrap(), 5);
+        for bad in ["0", "1001", "-1", "five", ""] {
+            let e = invocations_from(Some(bad)).unwrap_err().to_string();
+            assert!(e.contains("HOOKLANE_LOCAL_MAX_INVOCATIONS"), "{e}");
+        }
+    }
 }
