@@ -11,7 +11,8 @@
 #     (tests/fuzz/run.sh): any finding fails;
 #   - the README's deploy build: `sam validate --lint` and
 #     `sam build --beta-features` in infra/ (cargo-lambda cross-compiles the
-#     three functions; no Docker), checking that three bootstraps come out.
+#     four functions, the slow pool's from the delivery binary; no Docker),
+#     checking that four bootstraps come out.
 # Receivers are started by the tests themselves, on loopback.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -69,7 +70,7 @@ rm -rf infra/.aws-sam
   PATH="$PWD/../.venv/bin:$PATH" sam validate --lint
   PATH="$PWD/../.venv/bin:$PATH" CARGO_PROFILE_RELEASE_OPT_LEVEL=z sam build --beta-features
 )
-for f in ApiFunction FanoutFunction DeliveryFunction; do
+for f in ApiFunction FanoutFunction DeliveryFunction SlowDeliveryFunction; do
   if [ ! -x "infra/.aws-sam/build/$f/bootstrap" ]; then
     echo "sam build left no bootstrap for $f" >&2
     exit 1

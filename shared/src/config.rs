@@ -22,6 +22,18 @@ pub struct Config {
     pub retry_jitter: f64,
     /// How long one attempt may take (`HOOKLANE_ATTEMPT_TIMEOUT`, 15s).
     pub attempt_timeout: Duration,
+    /// AWS with a slow pool: how long an attempt may take in the main pool
+    /// before it is cut off as a timeout and its lane moves to the slow
+    /// pool, and the time within which a success there brings the lane
+    /// back (`HOOKLANE_SLOW_AFTER`, 5s).
+    pub slow_after: Duration,
+    /// `serve --backend aws`: batches run at once per queue, like an event
+    /// source mapping's `MaximumConcurrency`: the delivery and ingest
+    /// queues' (`HOOKLANE_LOCAL_MAX_INVOCATIONS`, 50, the template's
+    /// `DeliveryMaxConcurrency` default) and the slow pool's
+    /// (`HOOKLANE_LOCAL_SLOW_MAX_INVOCATIONS`, 10, its `SlowMaxConcurrency`
+    /// default).
+    pub local_invocations: (usize, usize),
     /// Egress rules (`HOOKLANE_ALLOW_HTTP`, `HOOKLANE_ALLOW_PRIVATE_TARGETS`).
     pub egress: EgressPolicy,
     /// Concurrent attempts per tenant (`HOOKLANE_TENANT_MAX_IN_FLIGHT`,
@@ -51,6 +63,8 @@ impl Default for Config {
             retry_schedule: RetrySchedule::default(),
             retry_jitter: 0.1,
             attempt_timeout: Duration::from_secs(15),
+            slow_after: Duration::from_secs(5),
+            local_invocations: (50, 10),
             egress: EgressPolicy::default(),
             tenant_max_in_flight: 4096,
             suspend_policy: SuspendPolicy::default(),
@@ -141,6 +155,28 @@ impl Config {
                 .filter(|d| *d >= Duration::from_millis(100) && *d <= Duration::from_secs(300))
                 .ok_or_else(|| bad("HOOKLANE_ATTEMPT_TIMEOUT", "a duration from 100ms to 5m"))?;
         }
+        for (var, slot) in [
+            ("HOOKLANE_LOCAL_MAX_INVOCATIONS", &mut c.local_invocations.0),
+            (
+                "HOOKLANE_LOCAL_SLOW_MAX_INVOCATIONS",
+                &mut c.local_invocations.1,
+            ),
+        ] {
+            if let Some(v) = get(var) {
+                *slot = v
+                    .trim()
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|n| (1..=1000).contains(n))
+                    .ok_or_else(|| bad(var, "an integer from 1 to 1000"))?;
+            }
+        }
+        if let Some(v) = get("HOOKLANE_SLOW_AFTER") {
+            c.slow_after = humantime::parse_duration(v.trim())
+                .ok()
+                .filter(|d| *d >= Duration::from_millis(100) && *d <= Duration::from_secs(300))
+                .ok_or_else(|| bad("HOOKLANE_SLOW_AFTER", "a duration from 100ms to 5m"))?;
+        }
         if let Some(v) = get("HOOKLANE_ALLOW_HTTP") {
             c.egress.allow_http = parse_bool("HOOKLANE_ALLOW_HTTP", &v)?;
         }
@@ -219,6 +255,33 @@ mod tests {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         Config::from_lookup(|k| map.get(k).cloned())
+    }
+
+    #[test]
+    fn the_slow_pool_and_the_local_pools_take_their_ranges() {
+        let c = read(&[]).unwrap();
+        assert_eq!(
+            (c.slow_after, c.local_invocations),
+            (Duration::from_secs(5), (50, 10))
+        );
+        let c = read(&[
+            ("HOOKLANE_SLOW_AFTER", "1s"),
+            ("HOOKLANE_LOCAL_MAX_INVOCATIONS", "5"),
+            ("HOOKLANE_LOCAL_SLOW_MAX_INVOCATIONS", "7"),
+        ])
+        .unwrap();
+        assert_eq!(
+            (c.slow_after, c.local_invocations),
+            (Duration::from_secs(1), (5, 7))
+        );
+        for (var, bad) in [
+            ("HOOKLANE_SLOW_AFTER", "0s"),
+            ("HOOKLANE_LOCAL_MAX_INVOCATIONS", "0"),
+            ("HOOKLANE_LOCAL_MAX_INVOCATIONS", "1001"),
+            ("HOOKLANE_LOCAL_SLOW_MAX_INVOCATIONS", "five"),
+        ] {
+            assert_eq!(read(&[(var, bad)]).unwrap_err().var, var);
+        }
     }
 
     #[test]

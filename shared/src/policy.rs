@@ -150,7 +150,7 @@ impl AttemptResult {
     pub fn describe(&self) -> String {
         match self {
             Self::Response { status, .. } => format!("status {status}"),
-            Self::Timeout => "timeout".into(),
+            Self::Timeout => TIMEOUT.into(),
             Self::Connect(e) => format!("connection error: {e}"),
             Self::Tls(e) => format!("tls error: {e}"),
             Self::Dns(e) => format!("dns error: {e}"),
@@ -158,6 +158,9 @@ impl AttemptResult {
         }
     }
 }
+
+/// How a timed-out attempt is described ([`AttemptResult::describe`]).
+pub const TIMEOUT: &str = "timeout";
 
 /// What happens to a delivery after one attempt.
 #[derive(Debug, Clone, PartialEq)]

@@ -126,7 +126,8 @@ async fn handler_with(
     ]);
     let config = Config::from_lookup(|k| env.get(k).cloned()).unwrap();
     let engine =
-        hooklane_aws::wiring::engine(config, &store, &hooklane_tests::aws::sdk().await).unwrap();
+        hooklane_aws::wiring::engine(config, &store, &hooklane_tests::aws::sdk().await, None)
+            .unwrap();
     let tenant = TenantId::parse("acme").unwrap();
     let mut subs = Vec::new();
     for name in names {

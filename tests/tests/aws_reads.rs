@@ -65,7 +65,7 @@ async fn every_attempt_reads_its_subscription_with_a_strongly_consistent_get_ite
     let store = fresh_store(30).await.with_dynamodb(ddb);
     let env = test_env(&[]);
     let config = Config::from_lookup(|k| env.get(k).cloned()).unwrap();
-    let engine = hooklane_aws::wiring::engine(config, &store, &sdk).unwrap();
+    let engine = hooklane_aws::wiring::engine(config, &store, &sdk, None).unwrap();
     let rx = Receiver::start().await;
     let tenant = TenantId::parse("acme").unwrap();
     let mut sub = contract::subscription(&tenant, &["*"]);

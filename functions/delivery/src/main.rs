@@ -1,5 +1,6 @@
-//! The delivery Lambda function: consumes the delivery FIFO queue and makes
-//! one attempt per due message, groups concurrently, each group in order.
+//! The delivery Lambda function: consumes the delivery FIFO queue (or, with
+//! `HOOKLANE_POOL=slow`, the slow pool's) and makes one attempt per due
+//! message, groups concurrently, each group in order.
 //! Thin: tracing, clients and the engine are built once per cold start; the
 //! handler lives in `hooklane_aws::handlers::delivery`.
 
@@ -10,7 +11,7 @@ use lambda_runtime::{service_fn, LambdaEvent};
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
     hooklane_core::telemetry::init();
-    let (store, engine) = hooklane_aws::wiring::from_env().await?;
+    let (store, engine) = hooklane_aws::wiring::delivery_from_env().await?;
     let ctx = Deliver { engine, store };
     let ctx = &ctx;
     lambda_runtime::run(service_fn(|event: LambdaEvent<SqsEvent>| async move {

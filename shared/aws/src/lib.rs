@@ -23,13 +23,14 @@ pub mod queue_poller;
 mod store;
 pub mod wiring;
 
-pub use store::{AwsStore, Resources};
+pub use store::{AwsStore, Pool, Resources};
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
 /// The names of the AWS resources hooklane uses, read from the environment
 /// (`HOOKLANE_TABLE`, `HOOKLANE_INGEST_QUEUE_URL`,
-/// `HOOKLANE_DELIVERY_QUEUE_URL`, `HOOKLANE_DLQ_URL`).
+/// `HOOKLANE_DELIVERY_QUEUE_URL`, `HOOKLANE_DLQ_URL`, and
+/// `HOOKLANE_SLOW_QUEUE_URL` for the slow pool, when there is one).
 #[derive(Debug, Clone, Default)]
 pub struct Settings {
     /// The DynamoDB table (single-table design).
@@ -40,6 +41,9 @@ pub struct Settings {
     pub delivery_queue_url: String,
     /// The dead-letter FIFO queue URL.
     pub dlq_url: String,
+    /// The slow pool's FIFO queue URL: lanes whose receivers do not answer
+    /// in time are delivered from there (none: no slow pool).
+    pub slow_queue_url: Option<String>,
 }
 
 impl Settings {
@@ -51,6 +55,9 @@ impl Settings {
             ingest_queue_url: get("HOOKLANE_INGEST_QUEUE_URL")?,
             delivery_queue_url: get("HOOKLANE_DELIVERY_QUEUE_URL")?,
             dlq_url: get("HOOKLANE_DLQ_URL")?,
+            slow_queue_url: std::env::var("HOOKLANE_SLOW_QUEUE_URL")
+                .ok()
+                .filter(|u| !u.is_empty()),
         })
     }
 }

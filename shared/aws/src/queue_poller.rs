@@ -28,34 +28,9 @@ use tokio::sync::Semaphore;
 use tracing::{error, info};
 
 use crate::handlers::{delivery, fanout};
-use crate::wiring::engine;
+use crate::wiring::{engine, pool_config};
 use crate::{AwsStore, Settings};
 
-/// Concurrent invocations per queue, like the mapping's
-/// `ScalingConfig.MaximumConcurrency` (each holds up to 10 messages): the
-/// template's `DeliveryMaxConcurrency` default, so tests see the capacity
-/// a deployment has. `HOOKLANE_LOCAL_MAX_INVOCATIONS` sets it.
-const MAX_INVOCATIONS: usize = 50;
-
-/// The stand-in's invocations per queue: `HOOKLANE_LOCAL_MAX_INVOCATIONS`
-/// (1–1000), or [`MAX_INVOCATIONS`].
-pub fn max_invocations() -> anyhow::Result<usize> {
-    invocations_from(
-        std::env::var("HOOKLANE_LOCAL_MAX_INVOCATIONS")
-            .ok()
-            .as_deref(),
-    )
-}
-
-fn invocations_from(value: Option<&str>) -> anyhow::Result<usize> {
-    let Some(v) = value else {
-        return Ok(MAX_INVOCATIONS);
-    };
-    match v.trim().parse::<usize>() {
-        Ok(n) if (1..=1000).contains(&n) => Ok(n),
-        _ => anyhow::bail!("HOOKLANE_LOCAL_MAX_INVOCATIONS: an integer from 1 to 1000, not {v:?}"),
-    }
-}
 /// The first pause after an empty receive, and the longest.
 const IDLE_PAUSE: (Duration, Duration) = (Duration::from_millis(200), Duration::from_secs(1));
 
@@ -167,11 +142,29 @@ async fn invoke(
     }
 }
 
+/// The engines of one process running every function: the API's and
+/// fan-out's, the delivery pool's (whose attempts may be cut off for the
+/// slow pool) and the slow pool's, when there is one.
+pub struct Engines {
+    /// The API and fan-out.
+    pub api: Arc<Engine>,
+    /// The main delivery pool.
+    pub delivery: Arc<Engine>,
+    /// The slow pool.
+    pub slow: Option<Arc<Engine>>,
+}
+
 /// Starts the stand-in event source mappings for both queues, each running
-/// at most `invocations` batches at once.
-pub fn start_pollers(engine: Arc<Engine>, store: AwsStore, invocations: usize) {
+/// at most `invocations.0` batches at once, and for the slow pool's queue
+/// (at most `invocations.1`), when there is one.
+pub fn start_pollers(engines: Engines, store: AwsStore, invocations: (usize, usize)) {
+    let Engines {
+        api: engine,
+        delivery,
+        slow,
+    } = engines;
     let fan = fanout::FanOut {
-        engine: engine.clone(),
+        engine,
         store: store.clone(),
         budget: Duration::from_secs(60),
     };
@@ -180,7 +173,7 @@ pub fn start_pollers(engine: Arc<Engine>, store: AwsStore, invocations: usize) {
         Box::pin(async move { fanout::handle(&fan, ev).await })
     });
     let del = delivery::Deliver {
-        engine,
+        engine: delivery,
         store: store.clone(),
     };
     let del_handler: Handler = Arc::new(move |ev| {
@@ -189,18 +182,20 @@ pub fn start_pollers(engine: Arc<Engine>, store: AwsStore, invocations: usize) {
     });
     let s = store.settings().clone();
     let sqs = store.sqs();
-    tokio::spawn(poll(
-        sqs.clone(),
-        s.ingest_queue_url,
-        fan_handler,
-        invocations,
-    ));
-    tokio::spawn(poll(
-        sqs.clone(),
-        s.delivery_queue_url,
-        del_handler,
-        invocations,
-    ));
+    let (main, slow_pool) = invocations;
+    if let (Some(engine), Some(url)) = (slow, s.slow_queue_url.clone()) {
+        let del = delivery::Deliver {
+            engine,
+            store: store.clone().in_slow_pool(),
+        };
+        let handler: Handler = Arc::new(move |ev| {
+            let del = del.clone();
+            Box::pin(async move { delivery::handle(&del, ev).await })
+        });
+        tokio::spawn(poll(sqs.clone(), url, handler, slow_pool));
+    }
+    tokio::spawn(poll(sqs.clone(), s.ingest_queue_url, fan_handler, main));
+    tokio::spawn(poll(sqs.clone(), s.delivery_queue_url, del_handler, main));
 }
 
 /// Serves the API and runs the workers over the AWS adapters until
@@ -215,7 +210,7 @@ pub async fn serve(
     create: Option<crate::Resources>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let invocations = max_invocations()?;
+    let invocations = config.local_invocations;
     let settings = match (create, settings) {
         (Some(r), _) => r.create(&sdk).await?,
         (None, Some(s)) => s,
@@ -228,9 +223,29 @@ pub async fn serve(
         .into();
     let timeouts = config.read_timeouts;
     let store = AwsStore::new(&sdk, settings);
-    let engine = engine(config, &store, &sdk)?;
+    // One process: the pools share the API's circuit breakers.
+    let api = engine(config.clone(), &store, &sdk, None)?;
+    let delivery = engine(
+        pool_config(config.clone(), &store),
+        &store,
+        &sdk,
+        Some(&api),
+    )?;
+    let slow = match store.settings().slow_queue_url {
+        Some(_) => {
+            let slow_store = store.clone().in_slow_pool();
+            Some(engine(config, &slow_store, &sdk, Some(&api))?)
+        }
+        None => None,
+    };
+    let engine = api;
     engine.ensure_operator_subscription().await?;
-    start_pollers(engine.clone(), store, invocations);
+    let engines = Engines {
+        api: engine.clone(),
+        delivery,
+        slow,
+    };
+    start_pollers(engines, store, invocations);
     let app = hooklane_core::api::router(hooklane_core::api::AppState {
         engine,
         auth: hooklane_core::api::Auth::Token(token),
@@ -238,19 +253,4 @@ pub async fn serve(
     info!(addr = %listener.local_addr()?, "hooklane serving (aws backend)");
     hooklane_core::api::serve::serve(listener, app, timeouts, shutdown).await?;
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_pool_defaults_to_the_templates_and_takes_1_to_1000() {
-        assert_eq!(invocations_from(None).unwrap(), 50);
-        assert_eq!(invocations_from(Some("5")).unwrap(), 5);
-        for bad in ["0", "1001", "-1", "five", ""] {
-            let e = invocations_from(Some(bad)).unwrap_err().to_string();
-            assert!(e.contains("HOOKLANE_LOCAL_MAX_INVOCATIONS"), "{e}");
-        }
-    }
 }

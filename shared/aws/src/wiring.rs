@@ -9,7 +9,7 @@ use hooklane_core::config::Config;
 use hooklane_core::engine::{Engine, Outside, Ports};
 use hooklane_core::ports::{NoNotifier, NoWakeup, Notifier, StoreResult};
 
-use crate::{AwsStore, Settings};
+use crate::{AwsStore, Pool, Settings};
 
 /// Suspension notices to the stack's SNS topic
 /// (`HOOKLANE_OPERATOR_TOPIC_ARN`).
@@ -51,12 +51,25 @@ fn notifier(sdk: &aws_config::SdkConfig) -> Arc<dyn Notifier> {
     }
 }
 
+/// The configuration of a delivery pool: in the main pool of a deployment
+/// with a slow pool, an attempt may take `HOOKLANE_SLOW_AFTER` at most (see
+/// the adapter's slow pool); elsewhere (the slow pool, the API's re-enable
+/// probe) the whole `HOOKLANE_ATTEMPT_TIMEOUT`.
+pub fn pool_config(mut config: Config, store: &AwsStore) -> Config {
+    if store.pool() == Pool::Main && store.settings().slow_queue_url.is_some() {
+        config.attempt_timeout = config.attempt_timeout.min(config.slow_after);
+    }
+    config
+}
+
 /// The engine over the AWS adapters, with SNS notices when
-/// `HOOKLANE_OPERATOR_TOPIC_ARN` names a topic.
+/// `HOOKLANE_OPERATOR_TOPIC_ARN` names a topic; sharing `shared_breakers`'
+/// circuit breakers when given (one process, several engines).
 pub fn engine(
     config: Config,
     store: &AwsStore,
     sdk: &aws_config::SdkConfig,
+    shared_breakers: Option<&Engine>,
 ) -> anyhow::Result<Arc<Engine>> {
     let ports = Ports::build(
         store.clone(),
@@ -65,7 +78,10 @@ pub fn engine(
         Arc::new(NoWakeup),
         notifier(sdk),
     )?;
-    let engine = Engine::new(ports, config);
+    let engine = match shared_breakers {
+        Some(other) => Engine::sharing_breakers(ports, config, other),
+        None => Engine::new(ports, config),
+    };
     if crate::calls::enabled() {
         let _ = engine.metrics.extra.set(crate::calls::render);
     }
@@ -78,7 +94,24 @@ pub async fn from_env() -> anyhow::Result<(AwsStore, Arc<Engine>)> {
     let config = Config::from_env()?;
     let sdk = crate::sdk_config().await;
     let store = AwsStore::new(&sdk, Settings::from_env()?);
-    let engine = engine(config, &store, &sdk)?;
+    let engine = engine(config, &store, &sdk, None)?;
+    engine.ensure_operator_subscription().await?;
+    Ok((store, engine))
+}
+
+/// What the delivery function builds once per cold start: as
+/// [`from_env`], for the pool `HOOKLANE_POOL` names (`main`, the default,
+/// or `slow`), with that pool's attempt timeout ([`pool_config`]).
+pub async fn delivery_from_env() -> anyhow::Result<(AwsStore, Arc<Engine>)> {
+    let config = Config::from_env()?;
+    let sdk = crate::sdk_config().await;
+    let store = AwsStore::new(&sdk, Settings::from_env()?);
+    let store = match std::env::var("HOOKLANE_POOL").as_deref() {
+        Err(_) | Ok("main") => store,
+        Ok("slow") => store.in_slow_pool(),
+        Ok(other) => anyhow::bail!("HOOKLANE_POOL: main or slow, not {other:?}"),
+    };
+    let engine = engine(pool_config(config, &store), &store, &sdk, None)?;
     engine.ensure_operator_subscription().await?;
     Ok((store, engine))
 }

@@ -38,6 +38,9 @@ impl Engine {
             Ok(ready) => ready,
             Err(step) => return Ok(step),
         };
+        if !self.ports.lanes.here(d).await? {
+            return Ok(Step::Elsewhere);
+        }
         let now = self.ports.clock.now();
         if let Admit::Defer(until) = self.breakers.admit(&d.subscription_id, now) {
             self.ports.lanes.defer(d, until).await?;

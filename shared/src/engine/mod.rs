@@ -112,6 +112,9 @@ pub enum Step {
     Skipped,
     /// The circuit breaker is open: put off until then, not attempted.
     Deferred(OffsetDateTime),
+    /// Its lane runs in another pool (AWS: the slow pool): hand it over,
+    /// not attempted.
+    Elsewhere,
 }
 
 /// The delivery engine.
@@ -122,8 +125,9 @@ pub struct Engine {
     pub config: Config,
     /// Counters.
     pub metrics: Metrics,
-    /// Circuit breakers, per subscription.
-    pub breakers: Breakers,
+    /// Circuit breakers, per subscription (shared by the engines of one
+    /// process: the AWS stand-in's two delivery pools).
+    pub breakers: Arc<Breakers>,
 }
 
 impl Engine {
@@ -131,7 +135,18 @@ impl Engine {
     pub fn new(ports: Ports, config: Config) -> Arc<Self> {
         Arc::new(Self {
             ports,
-            breakers: Breakers::new(config.breaker),
+            breakers: Arc::new(Breakers::new(config.breaker)),
+            config,
+            metrics: Metrics::default(),
+        })
+    }
+
+    /// An engine over these ports that shares `other`'s circuit breakers
+    /// (one process running two delivery pools).
+    pub fn sharing_breakers(ports: Ports, config: Config, other: &Engine) -> Arc<Self> {
+        Arc::new(Self {
+            ports,
+            breakers: other.breakers.clone(),
             config,
             metrics: Metrics::default(),
         })

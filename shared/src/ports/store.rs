@@ -233,6 +233,14 @@ pub trait LaneQueue: Send + Sync {
     ) -> StoreResult<bool>;
     /// Records how a delivery's turn ended.
     async fn finish(&self, d: &Delivery, finish: &Finish) -> StoreResult<()>;
+    /// Whether this process makes `d`'s attempt, right after its
+    /// subscription was read: a queue with a pool for slow lanes (AWS)
+    /// answers `false` in the main pool for a lane that moved there, and
+    /// the runner hands the delivery over. Default: here.
+    async fn here(&self, _d: &Delivery) -> StoreResult<bool> {
+        Ok(true)
+    }
+
     /// Puts a due delivery off until `until` without an attempt (the
     /// circuit breaker is open). Queues that back off by visibility do
     /// nothing here.

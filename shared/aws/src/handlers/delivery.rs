@@ -24,7 +24,8 @@ use tracing::error;
 
 use super::{run_groups, Outcome};
 use crate::messages::{After, DeliveryMessage};
-use crate::AwsStore;
+use crate::store::Handover;
+use crate::{AwsStore, Pool};
 
 /// The longest SQS lets a message stay invisible.
 const MAX_VISIBILITY: Duration = Duration::from_secs(12 * 3600);
@@ -42,15 +43,10 @@ pub struct Deliver {
 pub async fn handle(ctx: &Deliver, event: SqsEvent) -> SqsBatchResponse {
     let source = super::Source {
         sqs: ctx.store.sqs().clone(),
-        queue_url: ctx.store.settings().delivery_queue_url.clone(),
+        queue_url: ctx.store.own_queue_url().to_owned(),
     };
-    let batch = run_groups(event.records, |m| process(ctx, m), Some(&source)).await;
-    super::release(
-        ctx.store.sqs(),
-        &ctx.store.settings().delivery_queue_url,
-        batch.held_back,
-    )
-    .await;
+    let batch = run_groups(event.records, |m| process_in_pool(ctx, m), Some(&source)).await;
+    super::release(ctx.store.sqs(), ctx.store.own_queue_url(), batch.held_back).await;
     batch.response
 }
 
@@ -122,22 +118,95 @@ async fn park_unreadable(ctx: &Deliver, m: &SqsMessage, key: &str, why: &str) ->
     }
 }
 
-async fn process(ctx: &Deliver, m: SqsMessage) -> Outcome {
+/// One message; in the slow pool, a message done there may also bring its
+/// lane back to the main pool ([`AwsStore::finished_slow`]).
+async fn process_in_pool(ctx: &Deliver, m: SqsMessage) -> Outcome {
+    if ctx.store.pool() == Pool::Main {
+        return process(ctx, &m).await.0;
+    }
+    let started = std::time::Instant::now();
+    let (outcome, delivered) = process(ctx, &m).await;
+    if outcome != Outcome::Done {
+        return outcome;
+    }
+    let fast = delivered && started.elapsed() < ctx.engine.config.slow_after;
+    let Some(body) = m.body.as_deref() else {
+        return outcome;
+    };
+    let Ok(msg) = serde_json::from_str::<DeliveryMessage>(body) else {
+        return outcome;
+    };
+    let (Ok(tenant), Ok(sub)) = (
+        TenantId::parse(&msg.tenant),
+        SubscriptionId::parse(&msg.subscription_id),
+    ) else {
+        return outcome;
+    };
+    let group = super::group_of(&m);
+    let lane = if msg.lane.is_some() {
+        0
+    } else {
+        msg.lane_no.unwrap_or(0)
+    };
+    let h = Handover {
+        tenant: &tenant,
+        sub: &sub,
+        lane,
+        group: &group,
+        body,
+    };
+    match ctx.store.finished_slow(&h, fast).await {
+        Ok(()) => outcome,
+        Err(e) => {
+            // The message is done; its mark stays, and the lane with it in
+            // the slow pool until a later message of it finishes there.
+            error!(error = %e, "recording a message finished in the slow pool failed");
+            outcome
+        }
+    }
+}
+
+/// Hands a message of a lane in the slow pool over to the slow queue:
+/// done here, or back at once when the lane came back meanwhile.
+async fn hand_over(ctx: &Deliver, m: &SqsMessage, p: &Parsed) -> Outcome {
+    let (Some(body), group) = (m.body.as_deref(), super::group_of(m)) else {
+        return Outcome::Retry;
+    };
+    let h = Handover {
+        tenant: &p.tenant,
+        sub: &p.sub,
+        lane: p.lane,
+        group: &group,
+        body,
+    };
+    match ctx.store.hand_over(&h).await {
+        Ok(true) => Outcome::Done,
+        Ok(false) => back_off(ctx, m, time::Duration::ZERO).await,
+        Err(e) => {
+            error!(error = %e, "handing a delivery over to the slow pool failed");
+            Outcome::Retry
+        }
+    }
+}
+
+/// One message: what it came to, and whether it was delivered.
+async fn process(ctx: &Deliver, m: &SqsMessage) -> (Outcome, bool) {
+    let m = m.clone();
     let p = match parse(&m) {
         Ok(Message::Delivery(p)) => p,
         Ok(Message::Fence(tenant, sub, fence)) => {
             return match ctx.store.pass_fence(&tenant, &sub, &fence).await {
-                Ok(()) => Outcome::Done,
+                Ok(()) => (Outcome::Done, false),
                 Err(e) => {
                     error!(error = %e, "passing a lane fence failed");
-                    Outcome::Retry
+                    (Outcome::Retry, false)
                 }
             };
         }
         Err(why) => {
             let key = format!("message {}", m.message_id.as_deref().unwrap_or("(no id)"));
             let why = format!("the delivery message does not parse: {why}");
-            return park_unreadable(ctx, &m, &key, &why).await;
+            return (park_unreadable(ctx, &m, &key, &why).await, false);
         }
     };
     if let Some(after) = &p.after {
@@ -153,12 +222,15 @@ async fn process(ctx: &Deliver, m: SqsMessage) -> Outcome {
                     .and_then(|c| c.parse().ok())
                     .unwrap_or(1);
                 let wait = (receives.clamp(1, 11).pow(2)).min(120);
-                return back_off(ctx, &m, time::Duration::seconds(wait)).await;
+                return (
+                    back_off(ctx, &m, time::Duration::seconds(wait)).await,
+                    false,
+                );
             }
             Ok(false) => {}
             Err(e) => {
                 error!(error = %e, "reading a lane fence failed");
-                return Outcome::Retry;
+                return (Outcome::Retry, false);
             }
         }
     }
@@ -167,24 +239,42 @@ async fn process(ctx: &Deliver, m: SqsMessage) -> Outcome {
     // a finished one (the pair was fanned out again), and the conditional
     // write that starts the attempt refuses the latter. Only a redelivery,
     // or a message back from the dead-letter queue, needs the record read.
-    let first_receive = super::first_receive(&m) && !m.message_attributes.contains_key("reason");
-    match attempt(ctx, &m, &p, !first_receive).await {
+    // A message handed over from the main pool has had attempts, like
+    // one back from the dead-letter queue.
+    let first_receive = super::first_receive(&m)
+        && !m.message_attributes.contains_key("reason")
+        && ctx.store.pool() == Pool::Main;
+    let (outcome, skipped, step) = attempt(ctx, &m, &p, !first_receive).await;
+    let step = if skipped && first_receive {
         // Refused without the record read: the receive count is only
         // approximate, so read the record and decide again rather than
         // let the message go.
-        (_, true) if first_receive => attempt(ctx, &m, &p, true).await.0,
-        (outcome, _) => outcome,
+        attempt(ctx, &m, &p, true).await.2
+    } else if skipped {
+        None
+    } else {
+        step
+    };
+    match step {
+        Some(Step::Elsewhere) => (hand_over(ctx, &m, &p).await, false),
+        Some(Step::Ended(End::Delivered)) => (outcome, true),
+        _ => (outcome, false),
     }
 }
 
 /// One attempt of a parsed message, reading its delivery record first
 /// when `read_record`; also says whether the engine skipped it (the
-/// conditional attempt start refused).
-async fn attempt(ctx: &Deliver, m: &SqsMessage, p: &Parsed, read_record: bool) -> (Outcome, bool) {
+/// conditional attempt start refused), and the engine's step.
+async fn attempt(
+    ctx: &Deliver,
+    m: &SqsMessage,
+    p: &Parsed,
+    read_record: bool,
+) -> (Outcome, bool, Option<Step>) {
     let record = if read_record {
         match record_to_attempt(ctx, m, p).await {
             Ok(record) => record,
-            Err(outcome) => return (outcome, false),
+            Err(outcome) => return (outcome, false, None),
         }
     } else {
         DeliveryRecord::queued()
@@ -194,7 +284,7 @@ async fn attempt(ctx: &Deliver, m: &SqsMessage, p: &Parsed, read_record: bool) -
         .next_attempt_at
         .filter(|due| *due > now + Duration::from_millis(500))
     {
-        return (back_off(ctx, m, due - now).await, false);
+        return (back_off(ctx, m, due - now).await, false, None);
     }
     let d = Delivery {
         seq: 0,
@@ -207,30 +297,39 @@ async fn attempt(ctx: &Deliver, m: &SqsMessage, p: &Parsed, read_record: bool) -
         first_attempt_at: record.first_attempt_at,
         next_attempt_at: now,
     };
-    match ctx.engine.deliver(&d, p.carried.clone()).await {
-        Ok(Step::Ended(End::Retry(at))) => (
-            back_off(ctx, m, at - OffsetDateTime::now_utc()).await,
-            false,
-        ),
+    let step = match ctx.engine.deliver(&d, p.carried.clone()).await {
+        Ok(step) => step,
+        Err(e) => {
+            error!(error = %e, "delivery step failed");
+            return (Outcome::Retry, false, None);
+        }
+    };
+    // Timed out in the main pool: the lane has moved, and this retry goes
+    // first in the slow pool (the caller hands it over).
+    if matches!(step, Step::Ended(End::Retry(_))) && ctx.store.pool() == Pool::Main {
+        match ctx.store.is_slow(&p.tenant, &p.sub, p.lane).await {
+            Ok(true) => return (Outcome::Retry, false, Some(Step::Elsewhere)),
+            Ok(false) => {}
+            Err(e) => error!(error = %e, "reading whether a lane is slow failed"),
+        }
+    }
+    let outcome = match &step {
+        Step::Ended(End::Retry(at)) => back_off(ctx, m, *at - OffsetDateTime::now_utc()).await,
         // Put off (open breaker, rate limit, recovery ramp): at least a
         // second, so a head that cannot start yet does not come straight
         // back and ask again.
-        Ok(Step::Deferred(at)) => (
+        Step::Deferred(at) => {
             back_off(
                 ctx,
                 m,
-                (at - OffsetDateTime::now_utc()).max(time::Duration::SECOND),
+                (*at - OffsetDateTime::now_utc()).max(time::Duration::SECOND),
             )
-            .await,
-            false,
-        ),
-        Ok(Step::Skipped) => (Outcome::Done, true),
-        Ok(_) => (Outcome::Done, false),
-        Err(e) => {
-            error!(error = %e, "delivery step failed");
-            (Outcome::Retry, false)
+            .await
         }
-    }
+        Step::Elsewhere => Outcome::Done,
+        Step::Skipped | Step::Ended(_) => Outcome::Done,
+    };
+    (outcome, step == Step::Skipped, Some(step))
 }
 
 /// The delivery's record, when an attempt is still to be made; otherwise
@@ -294,7 +393,7 @@ async fn back_off(ctx: &Deliver, m: &SqsMessage, wait: time::Duration) -> Outcom
             .store
             .sqs()
             .change_message_visibility()
-            .queue_url(&ctx.store.settings().delivery_queue_url)
+            .queue_url(ctx.store.own_queue_url())
             .receipt_handle(handle)
             .visibility_timeout(secs)
             .send()

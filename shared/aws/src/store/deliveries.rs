@@ -288,6 +288,10 @@ impl LaneQueue for AwsStore {
         Ok(taken)
     }
 
+    async fn here(&self, d: &Delivery) -> StoreResult<bool> {
+        self.attempts_here(d).await
+    }
+
     async fn defer(&self, _: &Delivery, _: OffsetDateTime) -> StoreResult<()> {
         // The delivery function backs the message off by visibility.
         Ok(())
@@ -308,6 +312,10 @@ impl LaneQueue for AwsStore {
         if !self.write_outcome(d, finish).await? {
             // Not pending: finished before (a redelivered message).
             return Ok(());
+        }
+        if finish.attempt.as_ref().is_some_and(|a| a.timed_out()) {
+            self.mark_slow(&d.tenant, &d.subscription_id, d.lane)
+                .await?;
         }
         let lane = (&d.tenant, &d.subscription_id, d.lane);
         match &finish.end {

@@ -63,6 +63,8 @@ pub(crate) struct Placement {
     pub from: LaneCount,
     /// Old lanes whose fence of the last switch is still queued.
     pub fences: Vec<u16>,
+    /// Lanes in the slow pool ([`super::slow_pool`]).
+    pub slow: Vec<u16>,
 }
 
 fn count(item: &Item, name: &str) -> Option<LaneCount> {
@@ -83,6 +85,11 @@ impl Placement {
             generation: get_n(item, "lane_gen").unwrap_or(0) as u32,
             from: count(item, "fence_from").unwrap_or_default(),
             fences,
+            slow: item
+                .iter()
+                .filter(|(_, v)| matches!(v, AttributeValue::Bool(true)))
+                .filter_map(|(k, _)| super::spill::lane_of_attr(k, "slow"))
+                .collect(),
         }
     }
 
@@ -120,6 +127,20 @@ impl Placements {
         }
     }
 
+    /// Notes that a lane moved to the slow pool (or back), in the placement
+    /// just read.
+    pub(crate) fn note_slow(&self, sub: &SubscriptionId, lane: u16, slow: bool) {
+        if let Ok(mut map) = self.noted.lock() {
+            if let Some((at, p)) = map.get_mut(sub) {
+                p.slow.retain(|l| *l != lane);
+                if slow {
+                    p.slow.push(lane);
+                }
+                *at = Instant::now();
+            }
+        }
+    }
+
     fn fresh(&self, sub: &SubscriptionId) -> Option<Placement> {
         let map = self.noted.lock().ok()?;
         map.get(sub)
@@ -148,7 +169,7 @@ impl AwsStore {
         self.placement_now(tenant, sub).await
     }
 
-    async fn placement_now(
+    pub(crate) async fn placement_now(
         &self,
         tenant: &TenantId,
         sub: &SubscriptionId,
@@ -255,6 +276,7 @@ impl AwsStore {
                     generation,
                     from: p.sent,
                     fences: (0..p.sent.get()).collect(),
+                    slow: p.slow.clone(),
                 }))
             }
             Err(e) if is_condition_failed(&e) => {

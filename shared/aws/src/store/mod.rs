@@ -24,6 +24,7 @@ mod lane_flags;
 mod rates;
 mod records;
 mod resources;
+mod slow_pool;
 mod spill;
 mod subscriptions;
 mod views;
@@ -36,6 +37,7 @@ use hooklane_core::ports::{StoreError, StoreResult};
 use crate::Settings;
 
 pub use resources::Resources;
+pub use slow_pool::Handover;
 
 /// How long archived items live (TTL), in seconds.
 pub(crate) const RETENTION_SECS: i64 = 14 * 24 * 3600;
@@ -60,6 +62,20 @@ pub struct AwsStore {
     pub(crate) lane_flags: std::sync::Arc<lane_flags::LaneFlags>,
     /// Lane placements as last read (shared by clones).
     pub(crate) placements: std::sync::Arc<lane_change::Placements>,
+    /// The delivery pool this process runs.
+    pub(crate) pool: Pool,
+}
+
+/// The pool of the delivery function a process runs: the main one, or
+/// the slow one that lanes whose receivers do not answer in time move to
+/// ([`slow_pool`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Pool {
+    /// The delivery queue.
+    #[default]
+    Main,
+    /// The slow pool's queue.
+    Slow,
 }
 
 impl AwsStore {
@@ -86,6 +102,7 @@ impl AwsStore {
             settings,
             lane_flags: Default::default(),
             placements: Default::default(),
+            pool: Pool::Main,
         }
     }
 
@@ -102,6 +119,7 @@ impl AwsStore {
             settings,
             lane_flags: Default::default(),
             placements: Default::default(),
+            pool: Pool::Main,
         }
     }
 
@@ -126,6 +144,25 @@ impl AwsStore {
     pub fn with_dynamodb(mut self, ddb: aws_sdk_dynamodb::Client) -> Self {
         self.ddb = ddb;
         self
+    }
+
+    /// The same adapter, running the slow pool.
+    pub fn in_slow_pool(mut self) -> Self {
+        self.pool = Pool::Slow;
+        self
+    }
+
+    /// The pool this adapter runs.
+    pub fn pool(&self) -> Pool {
+        self.pool
+    }
+
+    /// The queue the pool this adapter runs consumes.
+    pub fn own_queue_url(&self) -> &str {
+        match (self.pool, &self.settings.slow_queue_url) {
+            (Pool::Slow, Some(url)) => url,
+            _ => &self.settings.delivery_queue_url,
+        }
     }
 
     /// The resource names in use.

@@ -91,13 +91,17 @@ impl Resources {
             .queue(&sqs, "ingest", Some((ingest_dlq_arn, 10)))
             .await?;
         let delivery_url = self
-            .queue(&sqs, "deliveries", Some((dlq_arn, 1000)))
+            .queue(&sqs, "deliveries", Some((dlq_arn.clone(), 1000)))
+            .await?;
+        let slow_url = self
+            .queue(&sqs, "slow-deliveries", Some((dlq_arn, 1000)))
             .await?;
         Ok(Settings {
             table,
             ingest_queue_url: ingest_url,
             delivery_queue_url: delivery_url,
             dlq_url,
+            slow_queue_url: Some(slow_url),
         })
     }
 

@@ -59,7 +59,7 @@ fn lane_attrs(lane: u16) -> (String, String) {
 }
 
 /// The lane number an attribute named `{prefix}` or `{prefix}_n` is of.
-fn lane_of_attr(name: &str, prefix: &str) -> Option<u16> {
+pub(crate) fn lane_of_attr(name: &str, prefix: &str) -> Option<u16> {
     match name.strip_prefix(prefix)? {
         "" => Some(0),
         rest => rest.strip_prefix('_')?.parse().ok(),

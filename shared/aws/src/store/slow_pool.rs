@@ -1,0 +1,277 @@
+//! The slow pool (DESIGN §3, isolation past the invocation pool): a lane
+//! whose receiver does not answer in time leaves the main delivery pool,
+//! so hung and slow receivers cannot hold the invocations that healthy
+//! ones need.
+//!
+//! - In the main pool an attempt may take `HOOKLANE_SLOW_AFTER` (5 s) at
+//!   most; one cut off there is a timeout like any other (it counts, and
+//!   retries on the ladder), and it sets the lane's `slow` flag on the
+//!   subscription item (`slow` for lane 0, `slow_n` for lane n).
+//! - The main pool hands a slow lane's messages over instead of attempting
+//!   them: the engine asks [`AwsStore::here`] right after its consistent
+//!   read of the subscription, and the delivery function forwards the
+//!   message, body and group unchanged, to the slow queue. The message that
+//!   timed out goes first. Messages reach the slow queue in their group's
+//!   order because only the main pool forwards, one at a time per group.
+//! - The slow pool's own function (mapping, `SlowMaxConcurrency`) attempts
+//!   them with the full `HOOKLANE_ATTEMPT_TIMEOUT`, with the same tombstone
+//!   rule, ladder, spill and parking.
+//! - Coming back: each forward writes the message's mark in its group's
+//!   `fwd` attribute (`fwd`, `fwd_n`, `fwd_backfill`), on condition the
+//!   lane is still slow. When the slow pool finishes the message that
+//!   carries its group's mark, nothing of that group is left in the slow
+//!   queue: the mark goes, and if that message was delivered within
+//!   `HOOKLANE_SLOW_AFTER` and no other group of the lane has a mark, the
+//!   flag goes too, in the same conditional write. From then on the main
+//!   pool attempts the lane's messages again, none of them behind one still
+//!   in the slow queue.
+//!
+//! Cost: nothing for lanes that answer in time; for a slow lane, one
+//! conditional write and one `SendMessage` per forwarded message and one
+//! conditional write per message finished in the slow pool.
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use hooklane_core::domain::{Delivery, SubscriptionId, TenantId};
+use hooklane_core::ports::StoreResult;
+
+use super::subscriptions::{sub_sk, tenant_pk};
+use super::{backend, is_condition_failed, AwsStore, Pool};
+use crate::messages::dedup_id;
+use crate::string_attr;
+
+/// The flag attribute of a lane.
+fn slow_attr(lane: u16) -> String {
+    match lane {
+        0 => "slow".into(),
+        n => format!("slow_{n}"),
+    }
+}
+
+/// The mark attribute of a message group (`{sub}`, `{sub}#n`,
+/// `{sub}#backfill`).
+fn mark_attr(sub: &SubscriptionId, group: &str) -> String {
+    match group
+        .strip_prefix(sub.as_str())
+        .and_then(|rest| rest.strip_prefix('#'))
+    {
+        Some(suffix) => format!("fwd_{suffix}"),
+        None => "fwd".into(),
+    }
+}
+
+/// The mark attributes of every group that runs on `lane`: lane 0 has the
+/// one-lane group, lane 0 of several, and the backfill.
+fn marks_of_lane(lane: u16) -> Vec<String> {
+    match lane {
+        0 => vec!["fwd".into(), "fwd_0".into(), "fwd_backfill".into()],
+        n => vec![format!("fwd_{n}")],
+    }
+}
+
+/// A message's mark: the same for its copy in either queue.
+pub(crate) fn mark_of(group: &str, body: &str) -> String {
+    dedup_id(&[group, body])
+}
+
+/// One message being handed over: its subscription, lane, group and body.
+pub struct Handover<'a> {
+    /// The tenant.
+    pub tenant: &'a TenantId,
+    /// The subscription.
+    pub sub: &'a SubscriptionId,
+    /// Its live lane (0 for the backfill).
+    pub lane: u16,
+    /// Its message group.
+    pub group: &'a str,
+    /// Its body, as received.
+    pub body: &'a str,
+}
+
+impl AwsStore {
+    /// Whether this process has a slow pool to hand over to.
+    fn has_slow_pool(&self) -> bool {
+        self.settings.slow_queue_url.is_some()
+    }
+
+    /// Whether the main pool attempts `d` (see [`super::lane_change`] for
+    /// the placement, noted by the engine's read just before).
+    pub(crate) async fn attempts_here(&self, d: &Delivery) -> StoreResult<bool> {
+        if self.pool == Pool::Slow || !self.has_slow_pool() {
+            return Ok(true);
+        }
+        Ok(!self.is_slow(&d.tenant, &d.subscription_id, d.lane).await?)
+    }
+
+    /// Whether a lane is in the slow pool, as its subscription was last
+    /// read (within seconds) or as read now.
+    pub async fn is_slow(
+        &self,
+        tenant: &TenantId,
+        sub: &SubscriptionId,
+        lane: u16,
+    ) -> StoreResult<bool> {
+        Ok(self
+            .placement(tenant, sub)
+            .await?
+            .is_some_and(|p| p.slow.contains(&lane)))
+    }
+
+    /// Moves a lane to the slow pool (an attempt in the main pool timed
+    /// out).
+    pub(crate) async fn mark_slow(
+        &self,
+        tenant: &TenantId,
+        sub: &SubscriptionId,
+        lane: u16,
+    ) -> StoreResult<()> {
+        if self.pool == Pool::Slow || !self.has_slow_pool() {
+            return Ok(());
+        }
+        let res = self
+            .ddb
+            .update_item()
+            .table_name(&self.settings.table)
+            .key("pk", string_attr(tenant_pk(tenant)))
+            .key("sk", string_attr(sub_sk(sub)))
+            .update_expression("SET #slow = :t")
+            .condition_expression("attribute_exists(pk)")
+            .expression_attribute_names("#slow", slow_attr(lane))
+            .expression_attribute_values(":t", AttributeValue::Bool(true))
+            .send()
+            .await;
+        match res {
+            Ok(_) => {
+                self.placements.note_slow(sub, lane, true);
+                tracing::info!(
+                    subscription_id = sub.as_str(),
+                    lane,
+                    "an attempt timed out in the main pool: the lane moves to the slow pool"
+                );
+                Ok(())
+            }
+            Err(e) if is_condition_failed(&e) => Ok(()),
+            Err(e) => Err(backend(e)),
+        }
+    }
+
+    /// Hands a message of a slow lane over to the slow queue; `false` when
+    /// the lane came back meanwhile (attempt it here).
+    pub async fn hand_over(&self, h: &Handover<'_>) -> StoreResult<bool> {
+        let Some(url) = &self.settings.slow_queue_url else {
+            return Ok(false);
+        };
+        let mark = mark_of(h.group, h.body);
+        let res = self
+            .ddb
+            .update_item()
+            .table_name(&self.settings.table)
+            .key("pk", string_attr(tenant_pk(h.tenant)))
+            .key("sk", string_attr(sub_sk(h.sub)))
+            .update_expression("SET #mark = :mark")
+            .condition_expression("#slow = :t")
+            .expression_attribute_names("#mark", mark_attr(h.sub, h.group))
+            .expression_attribute_names("#slow", slow_attr(h.lane))
+            .expression_attribute_values(":mark", string_attr(&mark))
+            .expression_attribute_values(":t", AttributeValue::Bool(true))
+            .send()
+            .await;
+        match res {
+            Ok(_) => {}
+            Err(e) if is_condition_failed(&e) => {
+                self.placements.note_slow(h.sub, h.lane, false);
+                return Ok(false);
+            }
+            Err(e) => return Err(backend(e)),
+        }
+        self.sqs
+            .send_message()
+            .queue_url(url)
+            .message_body(h.body)
+            .message_group_id(h.group)
+            .message_deduplication_id(mark)
+            .send()
+            .await
+            .map_err(backend)?;
+        Ok(true)
+    }
+
+    /// The slow pool finished a message: when it carries its group's mark,
+    /// the mark goes, and, when `fast` (delivered within
+    /// `HOOKLANE_SLOW_AFTER`) and no other group of the lane has one, the
+    /// lane goes back to the main pool.
+    pub async fn finished_slow(&self, h: &Handover<'_>, fast: bool) -> StoreResult<()> {
+        let mark = mark_of(h.group, h.body);
+        let own = mark_attr(h.sub, h.group);
+        let others: Vec<String> = marks_of_lane(h.lane)
+            .into_iter()
+            .filter(|m| *m != own)
+            .collect();
+        if fast {
+            let mut guard = vec!["#mark = :mark".to_owned()];
+            let mut req = self
+                .ddb
+                .update_item()
+                .table_name(&self.settings.table)
+                .key("pk", string_attr(tenant_pk(h.tenant)))
+                .key("sk", string_attr(sub_sk(h.sub)))
+                .update_expression("REMOVE #mark, #slow")
+                .expression_attribute_names("#mark", own.clone())
+                .expression_attribute_names("#slow", slow_attr(h.lane))
+                .expression_attribute_values(":mark", string_attr(&mark));
+            for (i, other) in others.iter().enumerate() {
+                guard.push(format!("attribute_not_exists(#o{i})"));
+                req = req.expression_attribute_names(format!("#o{i}"), other);
+            }
+            match req.condition_expression(guard.join(" AND ")).send().await {
+                Ok(_) => {
+                    self.placements.note_slow(h.sub, h.lane, false);
+                    tracing::info!(
+                        subscription_id = h.sub.as_str(),
+                        lane = h.lane,
+                        "the lane answers in time again: back to the main pool"
+                    );
+                    return Ok(());
+                }
+                Err(e) if is_condition_failed(&e) => {}
+                Err(e) => return Err(backend(e)),
+            }
+        }
+        let res = self
+            .ddb
+            .update_item()
+            .table_name(&self.settings.table)
+            .key("pk", string_attr(tenant_pk(h.tenant)))
+            .key("sk", string_attr(sub_sk(h.sub)))
+            .update_expression("REMOVE #mark")
+            .condition_expression("#mark = :mark")
+            .expression_attribute_names("#mark", own)
+            .expression_attribute_values(":mark", string_attr(&mark))
+            .send()
+            .await;
+        match res {
+            Ok(_) => Ok(()),
+            Err(e) if is_condition_failed(&e) => Ok(()),
+            Err(e) => Err(backend(e)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_group_has_its_own_mark_and_lane_zero_has_three() {
+        let sub = SubscriptionId::parse("sub_01H000000000000000000000AB").unwrap();
+        let g = |suffix: &str| format!("{sub}{suffix}");
+        assert_eq!(mark_attr(&sub, &g("")), "fwd");
+        assert_eq!(mark_attr(&sub, &g("#0")), "fwd_0");
+        assert_eq!(mark_attr(&sub, &g("#7")), "fwd_7");
+        assert_eq!(mark_attr(&sub, &g("#backfill")), "fwd_backfill");
+        assert!(marks_of_lane(0).contains(&mark_attr(&sub, &g("#backfill"))));
+        assert_eq!(marks_of_lane(7), vec![mark_attr(&sub, &g("#7"))]);
+        assert_eq!(slow_attr(0), "slow");
+        assert_eq!(slow_attr(3), "slow_3");
+        assert_ne!(mark_of(&g(""), "{}"), mark_of(&g("#0"), "{}"));
+    }
+}

@@ -1,0 +1,194 @@
+//! The slow pool on AWS (through `serve --backend aws` on the local
+//! AWS-compatible server, with the stand-in's invocation pools as small as
+//! a test can afford): hung receivers leave the main pool, so another
+//! tenant's deliveries keep their normal latency, and a lane whose
+//! receiver answers again comes back to the main pool, in order. Bounds are
+//! generous; what is asserted is order and absence of delay, not
+//! milliseconds.
+
+use std::time::{Duration, Instant};
+
+use hooklane_tests::{eventually, test_env, Backend, Receiver, Reply, Server};
+use serde_json::{json, Value};
+use tokio::sync::Mutex;
+
+/// One test at a time: the 200 hung receivers keep the local server busy
+/// enough to slow every other test's calls.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::const_new(());
+
+/// The first arrival time of each event a receiver got, by event id.
+fn arrival(rx: &Receiver, name: &str, event: &str) -> Option<Instant> {
+    rx.requests(name)
+        .into_iter()
+        .find(|r| r.header("webhook-id") == event)
+        .map(|r| r.at)
+}
+
+/// Publishes to tenant `b` and waits for the arrival; its latency.
+async fn latency(server: &Server, rx: &Receiver, n: usize) -> Duration {
+    let sent = Instant::now();
+    let id = server.publish("b", "b.ping", json!({ "n": n })).await;
+    assert!(
+        eventually(Duration::from_secs(120), || arrival(rx, "b", &id).is_some()).await,
+        "tenant b's event {n} arrives"
+    );
+    arrival(rx, "b", &id).expect("arrived") - sent
+}
+
+/// G2 on AWS: with five invocations per pool (50 attempts at once), 200
+/// receivers of tenant `a` that accept and never answer hold the slow
+/// pool's 50 requests open, and tenant `b`'s deliveries keep their normal
+/// latency through a minute of publishing. Without the slow pool, the hung
+/// attempts hold every main-pool invocation for the whole attempt timeout
+/// (60 s) and `b` waits that long.
+///
+/// Tenant `a` publishes once: on the local AWS-compatible server every
+/// send to a FIFO queue scans the messages already in it, so handing 200
+/// more over to a slow queue that holds hundreds takes seconds of its
+/// time, which shows as latency of every call it serves (the real queue
+/// has no such cost; BENCHMARKS.md has the figures for AWS).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hundred_hung_receivers_of_one_tenant_do_not_delay_another_tenants_deliveries() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let server = Server::start_on(
+        Backend::Aws,
+        test_env(&[
+            ("HOOKLANE_LOCAL_MAX_INVOCATIONS", "5"),
+            ("HOOKLANE_LOCAL_SLOW_MAX_INVOCATIONS", "5"),
+            ("HOOKLANE_ATTEMPT_TIMEOUT", "2m"),
+            ("HOOKLANE_SLOW_AFTER", "1s"),
+            ("HOOKLANE_RETRY_SCHEDULE", "0s,1s"),
+        ]),
+    )
+    .await;
+    let rx = Receiver::start().await;
+    server.subscribe("b", &rx.url("b"), &["*"]).await;
+    // Tenant b's normal latency, before anything hangs.
+    let mut normal = Duration::ZERO;
+    for n in 0..5 {
+        normal = normal.max(latency(&server, &rx, n).await);
+    }
+    for i in 0..200 {
+        let name = format!("hang{i}");
+        rx.set_default(&name, Reply::Hang);
+        server.subscribe("a", &rx.url(&name), &["*"]).await;
+    }
+    server.publish("a", "a.load", json!({})).await;
+    // Each first attempt is cut off in the main pool after 1 s; the
+    // retries hang in the slow pool, 50 at a time, for 2 min.
+    let tried = |rx: &Receiver| {
+        (0..200)
+            .map(|i| rx.count(&format!("hang{i}")))
+            .sum::<usize>()
+    };
+    assert!(
+        eventually(Duration::from_secs(180), || tried(&rx) >= 250
+            && rx.hanging() >= 50)
+        .await,
+        "the slow pool holds 50 hung requests (got {} of {} requests)",
+        rx.hanging(),
+        tried(&rx)
+    );
+    // A minute of publishing to b, every 2 s: normal latency plus a
+    // receive cycle (the stand-in polls an idle queue at most a second
+    // apart), with room for a busy machine.
+    let bound = normal + Duration::from_secs(3);
+    let started = Instant::now();
+    let mut worst = Duration::ZERO;
+    let mut n = 5;
+    while started.elapsed() < Duration::from_secs(60) {
+        worst = worst.max(latency(&server, &rx, n).await);
+        n += 1;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+    assert!(
+        worst <= bound,
+        "tenant b's worst latency {worst:?} against a normal {normal:?}"
+    );
+    assert!(
+        rx.hanging() >= 50,
+        "hung requests still held open ({})",
+        rx.hanging()
+    );
+}
+
+/// A lane whose receiver hangs moves to the slow pool; once its receiver
+/// answers in time again it comes back to the main pool (where an attempt
+/// is cut off after `HOOKLANE_SLOW_AFTER`), and every delivery arrives in
+/// order throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lane_that_stops_hanging_comes_back_to_the_main_pool_in_order() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let server = Server::start_on(
+        Backend::Aws,
+        test_env(&[
+            ("HOOKLANE_ATTEMPT_TIMEOUT", "3s"),
+            ("HOOKLANE_SLOW_AFTER", "1s"),
+            ("HOOKLANE_RETRY_SCHEDULE", "0s,1s,1s,1s,1s,1s"),
+        ]),
+    )
+    .await;
+    let rx = Receiver::start().await;
+    // The first request is cut off in the main pool after 1 s; the second,
+    // in the slow pool, times out after 3 s; then it answers at once.
+    rx.script("r", vec![Reply::Hang, Reply::Hang]);
+    let sub = server.subscribe("acme", &rx.url("r"), &["*"]).await;
+    let mut ids = Vec::new();
+    for n in 0..5 {
+        ids.push(server.publish("acme", "o.n", json!({ "n": n })).await);
+    }
+    assert!(
+        eventually(Duration::from_secs(90), || rx.count("r") >= 7).await,
+        "the first five arrive ({})",
+        rx.count("r")
+    );
+    // Back in the main pool once the last delivery handed over is done:
+    // the next ones arrive in order too.
+    for n in 5..10 {
+        ids.push(server.publish("acme", "o.n", json!({ "n": n })).await);
+    }
+    assert!(
+        eventually(Duration::from_secs(90), || rx.count("r") >= 12).await,
+        "all ten arrive ({})",
+        rx.count("r")
+    );
+    let mut firsts: Vec<String> = Vec::new();
+    for r in rx.requests("r") {
+        let id = r.header("webhook-id");
+        if !firsts.contains(&id) {
+            firsts.push(id);
+        }
+    }
+    assert_eq!(firsts, ids, "in order, first arrival of each");
+    // In the main pool an attempt is cut off after 1 s: a reply that takes
+    // 2 s times out there (in the slow pool it would have been delivered at
+    // the first attempt).
+    rx.script("r", vec![Reply::Slow(Duration::from_secs(2), 204)]);
+    let probe = server.publish("acme", "o.n", json!({ "n": 10 })).await;
+    let retried = eventually(Duration::from_secs(120), || rx.count("r") >= 14).await;
+    let sub_id = sub["id"].as_str().expect("id");
+    let (status, attempts) = server
+        .call(
+            "GET",
+            &format!("/v1/tenants/acme/subscriptions/{sub_id}/attempts?limit=50"),
+            None,
+        )
+        .await;
+    assert_eq!(status, 200, "{attempts}");
+    assert!(
+        retried,
+        "the probe is retried and arrives ({}): {attempts}",
+        rx.count("r")
+    );
+    let first: Vec<&Value> = attempts["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .filter(|a| a["event_id"] == probe.as_str() && a["attempt"] == 1)
+        .collect();
+    assert_eq!(first.len(), 1, "{attempts}");
+    assert_eq!(
+        first[0]["error"], "timeout",
+        "cut off in the main pool: {attempts}"
+    );
+}
