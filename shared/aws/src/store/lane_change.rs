@@ -243,11 +243,7 @@ impl AwsStore {
             "lane_gen = :was"
         };
         let mut req = self
-            .ddb
-            .update_item()
-            .table_name(&self.settings.table)
-            .key("pk", crate::string_attr(tenant_pk(tenant)))
-            .key("sk", crate::string_attr(sub_sk(sub)))
+            .update_sub(tenant, sub)
             .update_expression(
                 "SET lane_gen = :gen, sent_lanes = :to, fence_from = :from, fences = :all",
             )
@@ -297,11 +293,7 @@ impl AwsStore {
         after: &After,
     ) -> StoreResult<()> {
         let res = self
-            .ddb
-            .update_item()
-            .table_name(&self.settings.table)
-            .key("pk", crate::string_attr(tenant_pk(tenant)))
-            .key("sk", crate::string_attr(sub_sk(sub)))
+            .update_sub(tenant, sub)
             .update_expression("DELETE fences :lane")
             .condition_expression("attribute_exists(pk) AND lane_gen = :gen")
             .expression_attribute_values(":lane", AttributeValue::Ns(vec![after.lane.to_string()]))

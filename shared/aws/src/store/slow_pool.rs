@@ -34,7 +34,6 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use hooklane_core::domain::{Delivery, SubscriptionId, TenantId};
 use hooklane_core::ports::StoreResult;
 
-use super::subscriptions::{sub_sk, tenant_pk};
 use super::{backend, is_condition_failed, AwsStore, Pool};
 use crate::messages::dedup_id;
 use crate::string_attr;
@@ -128,11 +127,7 @@ impl AwsStore {
             return Ok(());
         }
         let res = self
-            .ddb
-            .update_item()
-            .table_name(&self.settings.table)
-            .key("pk", string_attr(tenant_pk(tenant)))
-            .key("sk", string_attr(sub_sk(sub)))
+            .update_sub(tenant, sub)
             .update_expression("SET #slow = :t")
             .condition_expression("attribute_exists(pk)")
             .expression_attribute_names("#slow", slow_attr(lane))
@@ -162,11 +157,7 @@ impl AwsStore {
         };
         let mark = mark_of(h.group, h.body);
         let res = self
-            .ddb
-            .update_item()
-            .table_name(&self.settings.table)
-            .key("pk", string_attr(tenant_pk(h.tenant)))
-            .key("sk", string_attr(sub_sk(h.sub)))
+            .update_sub(h.tenant, h.sub)
             .update_expression("SET #mark = :mark")
             .condition_expression("#slow = :t")
             .expression_attribute_names("#mark", mark_attr(h.sub, h.group))
@@ -209,11 +200,7 @@ impl AwsStore {
         if fast {
             let mut guard = vec!["#mark = :mark".to_owned()];
             let mut req = self
-                .ddb
-                .update_item()
-                .table_name(&self.settings.table)
-                .key("pk", string_attr(tenant_pk(h.tenant)))
-                .key("sk", string_attr(sub_sk(h.sub)))
+                .update_sub(h.tenant, h.sub)
                 .update_expression("REMOVE #mark, #slow")
                 .expression_attribute_names("#mark", own.clone())
                 .expression_attribute_names("#slow", slow_attr(h.lane))
@@ -237,11 +224,7 @@ impl AwsStore {
             }
         }
         let res = self
-            .ddb
-            .update_item()
-            .table_name(&self.settings.table)
-            .key("pk", string_attr(tenant_pk(h.tenant)))
-            .key("sk", string_attr(sub_sk(h.sub)))
+            .update_sub(h.tenant, h.sub)
             .update_expression("REMOVE #mark")
             .condition_expression("#mark = :mark")
             .expression_attribute_names("#mark", own)
