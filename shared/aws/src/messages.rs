@@ -178,8 +178,8 @@ impl DeliveryMessage {
     }
 
     /// The fence of old lane `lane_no` (none: the one lane) at switch
-    /// `generation`; its made-up event id keeps it distinct in the spill
-    /// store and in deduplication.
+    /// `generation`; its made-up event id (`#` is never in an event id)
+    /// keeps it distinct in the spill store and in deduplication.
     pub fn fence(
         tenant: &str,
         subscription_id: &str,
@@ -193,7 +193,7 @@ impl DeliveryMessage {
             ..Self::new(
                 tenant,
                 subscription_id,
-                &format!("fence-{generation}-{lane}"),
+                &format!("fence#{generation}#{lane}"),
                 "",
             )
         }

@@ -169,13 +169,24 @@ async fn process_in_pool(ctx: &Deliver, m: SqsMessage) -> Outcome {
 /// Hands a message of a lane in the slow pool over to the slow queue:
 /// done here, or back at once when the lane came back meanwhile.
 async fn hand_over(ctx: &Deliver, m: &SqsMessage, p: &Parsed) -> Outcome {
+    hand_over_as(ctx, m, &p.tenant, &p.sub, p.lane).await
+}
+
+/// [`hand_over`] for a message of `sub`'s lane `lane`.
+async fn hand_over_as(
+    ctx: &Deliver,
+    m: &SqsMessage,
+    tenant: &TenantId,
+    sub: &SubscriptionId,
+    lane: u16,
+) -> Outcome {
     let (Some(body), group) = (m.body.as_deref(), super::group_of(m)) else {
         return Outcome::Retry;
     };
     let h = Handover {
-        tenant: &p.tenant,
-        sub: &p.sub,
-        lane: p.lane,
+        tenant,
+        sub,
+        lane,
         group: &group,
         body,
     };
@@ -184,7 +195,7 @@ async fn hand_over(ctx: &Deliver, m: &SqsMessage, p: &Parsed) -> Outcome {
         Ok(false) => back_off(ctx, m, time::Duration::ZERO).await,
         Err(e) => {
             error!(error = %e, "handing a delivery over to the slow pool failed");
-            Outcome::Retry
+            back_off(ctx, m, time::Duration::SECOND).await
         }
     }
 }
@@ -195,6 +206,24 @@ async fn process(ctx: &Deliver, m: &SqsMessage) -> (Outcome, bool) {
     let p = match parse(&m) {
         Ok(Message::Delivery(p)) => p,
         Ok(Message::Fence(tenant, sub, fence)) => {
+            // The old lane's earlier messages may wait in the slow pool:
+            // the fence follows them there (read fresh: a fence passed too
+            // early lets newer deliveries overtake).
+            if ctx.store.pool() == Pool::Main {
+                match ctx.store.is_slow_now(&tenant, &sub, fence.lane).await {
+                    Ok(true) => {
+                        return (
+                            hand_over_as(ctx, &m, &tenant, &sub, fence.lane).await,
+                            false,
+                        )
+                    }
+                    Ok(false) => {}
+                    Err(e) => {
+                        error!(error = %e, "reading whether a lane is slow failed");
+                        return (Outcome::Retry, false);
+                    }
+                }
+            }
             return match ctx.store.pass_fence(&tenant, &sub, &fence).await {
                 Ok(()) => (Outcome::Done, false),
                 Err(e) => {
@@ -212,16 +241,16 @@ async fn process(ctx: &Deliver, m: &SqsMessage) -> (Outcome, bool) {
     if let Some(after) = &p.after {
         match ctx.store.fenced(&p.tenant, &p.sub, after).await {
             // Its key's old lane still holds older deliveries: wait, longer
-            // each time (1, 4, 9 … s, up to 2 min, so that a wait behind a
-            // whole retry ladder stays far within the queue's receive
-            // backstop).
+            // each time (1, 4, 9 … s, up to 10 min, so that a wait behind
+            // days of retries stays within the queue's receive backstop of
+            // 1,000).
             Ok(true) => {
                 let receives: i64 = m
                     .attributes
                     .get("ApproximateReceiveCount")
                     .and_then(|c| c.parse().ok())
                     .unwrap_or(1);
-                let wait = (receives.clamp(1, 11).pow(2)).min(120);
+                let wait = (receives.clamp(1, 25).pow(2)).min(600);
                 return (
                     back_off(ctx, &m, time::Duration::seconds(wait)).await,
                     false,
@@ -244,17 +273,14 @@ async fn process(ctx: &Deliver, m: &SqsMessage) -> (Outcome, bool) {
     let first_receive = super::first_receive(&m)
         && !m.message_attributes.contains_key("reason")
         && ctx.store.pool() == Pool::Main;
-    let (outcome, skipped, step) = attempt(ctx, &m, &p, !first_receive).await;
-    let step = if skipped && first_receive {
+    let (outcome, skipped, step) = match attempt(ctx, &m, &p, !first_receive).await {
         // Refused without the record read: the receive count is only
         // approximate, so read the record and decide again rather than
         // let the message go.
-        attempt(ctx, &m, &p, true).await.2
-    } else if skipped {
-        None
-    } else {
-        step
+        (_, true, _) if first_receive => attempt(ctx, &m, &p, true).await,
+        first => first,
     };
+    let step = if skipped { None } else { step };
     match step {
         Some(Step::Elsewhere) => (hand_over(ctx, &m, &p).await, false),
         Some(Step::Ended(End::Delivered)) => (outcome, true),

@@ -58,6 +58,9 @@ pub(crate) fn parked_pk(tenant: &TenantId) -> String {
     format!("P#{}", tenant.as_str())
 }
 
+/// The placements taken for one batch of deliveries, by subscription.
+type Batch = HashMap<SubscriptionId, Option<super::lane_change::Placement>>;
+
 fn message_of(d: &NewDelivery) -> DeliveryMessage {
     let mut m = DeliveryMessage::new(
         d.tenant.as_str(),
@@ -74,11 +77,25 @@ fn message_of(d: &NewDelivery) -> DeliveryMessage {
 impl AwsStore {
     /// The message of a live delivery, on its lane as the subscription's
     /// placement says (`lane_change`).
-    async fn placed(&self, d: &NewDelivery) -> StoreResult<DeliveryMessage> {
+    /// `batch` keeps each subscription's placement for the rest of the
+    /// batch.
+    async fn placed(&self, d: &NewDelivery, batch: &mut Batch) -> StoreResult<DeliveryMessage> {
+        let p = match batch.get(&d.subscription_id) {
+            Some(p) => p.clone(),
+            None => {
+                let p = self
+                    .settled_placement(&d.tenant, &d.subscription_id)
+                    .await?;
+                batch.insert(d.subscription_id.clone(), p.clone());
+                p
+            }
+        };
         let mut msg = message_of(d);
-        let key = d.ordering_key.as_ref();
-        self.place(&mut msg, &d.tenant, &d.subscription_id, key, &d.event_id)
-            .await?;
+        if let Some(p) = p {
+            let (lane, after) = p.place(d.ordering_key.as_ref(), &d.event_id);
+            msg.lane_no = (p.sent.get() > 1).then_some(lane);
+            msg.after = after;
+        }
         Ok(msg)
     }
 
@@ -195,8 +212,9 @@ pub(crate) fn truncate(text: &str, max: usize) -> String {
 impl LaneQueue for AwsStore {
     async fn enqueue(&self, deliveries: &[NewDelivery]) -> StoreResult<()> {
         let mut msgs = Vec::with_capacity(deliveries.len());
+        let mut batch = Batch::new();
         for d in deliveries {
-            msgs.push(self.placed(d).await?);
+            msgs.push(self.placed(d, &mut batch).await?);
         }
         self.dispatch(msgs, "").await
     }
@@ -235,6 +253,7 @@ impl LaneQueue for AwsStore {
         let mut taken = Vec::with_capacity(deliveries.len());
         let mut live = Vec::new();
         let mut backfills = Vec::new();
+        let mut batch = Batch::new();
         // Whether each subscription is there, as read now.
         let mut there: HashMap<SubscriptionId, bool> = HashMap::new();
         for d in deliveries {
@@ -260,7 +279,7 @@ impl LaneQueue for AwsStore {
                 backfills.push(msg);
             } else if reset {
                 // The lane its key (or id) picks among the lanes now.
-                live.push(self.placed(d).await?);
+                live.push(self.placed(d, &mut batch).await?);
             }
             taken.push(reset);
         }
@@ -314,8 +333,11 @@ impl LaneQueue for AwsStore {
             return Ok(());
         }
         if finish.attempt.as_ref().is_some_and(|a| a.timed_out()) {
-            self.mark_slow(&d.tenant, &d.subscription_id, d.lane)
-                .await?;
+            // Best effort: the next timeout tries again, and the outcome's
+            // own follow-ups (parking, spill) must not be skipped.
+            if let Err(e) = self.mark_slow(&d.tenant, &d.subscription_id, d.lane).await {
+                tracing::warn!(error = %e, "moving a lane to the slow pool failed");
+            }
         }
         let lane = (&d.tenant, &d.subscription_id, d.lane);
         match &finish.end {

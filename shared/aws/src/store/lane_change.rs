@@ -7,7 +7,7 @@
 //! delivery, so it stays behind the lane's spilled deliveries), and only
 //! then switches. A new delivery whose key's old lane has not passed its
 //! fence yet carries that fence ([`crate::messages::After`]); the delivery
-//! function holds it back (visibility, growing to 20 s) until the delivery
+//! function holds it back (visibility, growing to 10 min) until the delivery
 //! function has taken that fence off the item's pending set. A key whose
 //! old lane has drained waits for nothing; nor does any delivery once all
 //! fences are through.
@@ -131,12 +131,11 @@ impl Placements {
     /// just read.
     pub(crate) fn note_slow(&self, sub: &SubscriptionId, lane: u16, slow: bool) {
         if let Ok(mut map) = self.noted.lock() {
-            if let Some((at, p)) = map.get_mut(sub) {
+            if let Some((_, p)) = map.get_mut(sub) {
                 p.slow.retain(|l| *l != lane);
                 if slow {
                     p.slow.push(lane);
                 }
-                *at = Instant::now();
             }
         }
     }
@@ -181,20 +180,19 @@ impl AwsStore {
         }))
     }
 
-    /// Puts a live delivery message on its lane (and its fence), switching
-    /// the subscription to its new lanes first when they changed and no
-    /// earlier switch is still draining. A gone subscription's message is
-    /// left as it is (the delivery function drops it).
-    pub(crate) async fn place(
+    /// Where a subscription's live deliveries go now, switching it to its
+    /// new lanes first when they changed and no earlier switch is still
+    /// draining; `None` when it is gone (its messages are left as they are:
+    /// the delivery function drops them). Taken once per subscription per
+    /// batch, before any of its messages is placed, so none placed on the
+    /// old lanes follows the switch's fences.
+    pub(crate) async fn settled_placement(
         &self,
-        msg: &mut DeliveryMessage,
         tenant: &TenantId,
         sub: &SubscriptionId,
-        key: Option<&OrderingKey>,
-        event: &EventId,
-    ) -> StoreResult<()> {
+    ) -> StoreResult<Option<Placement>> {
         let Some(mut p) = self.placement(tenant, sub).await? else {
-            return Ok(());
+            return Ok(None);
         };
         for _ in 0..SWITCH_TRIES {
             if p.sent == p.lanes || !p.fences.is_empty() {
@@ -204,14 +202,11 @@ impl AwsStore {
                 Some(now) => p = now,
                 None => match self.placement_now(tenant, sub).await? {
                     Some(now) => p = now,
-                    None => return Ok(()),
+                    None => return Ok(None),
                 },
             }
         }
-        let (lane, after) = p.place(key, event);
-        msg.lane_no = (p.sent.get() > 1).then_some(lane);
-        msg.after = after;
-        Ok(())
+        Ok(Some(p))
     }
 
     /// Fences every lane of `p.sent` and records the switch to `p.lanes`;
@@ -235,7 +230,10 @@ impl AwsStore {
                 )
             })
             .collect();
-        self.dispatch(fences, "").await?;
+        // A nonce of this try's own: a retried switch's fences are not
+        // dropped as duplicates of a try whose write failed.
+        let nonce = format!("switch-{}", super::write_token());
+        self.dispatch(fences, &nonce).await?;
         let all: Vec<String> = (0..p.sent.get()).map(|l| l.to_string()).collect();
         let guard = if p.generation == 0 {
             "attribute_not_exists(lane_gen)"

@@ -115,6 +115,19 @@ impl AwsStore {
             .is_some_and(|p| p.slow.contains(&lane)))
     }
 
+    /// Whether a lane is in the slow pool, read now (strongly consistent).
+    pub async fn is_slow_now(
+        &self,
+        tenant: &TenantId,
+        sub: &SubscriptionId,
+        lane: u16,
+    ) -> StoreResult<bool> {
+        Ok(self
+            .placement_now(tenant, sub)
+            .await?
+            .is_some_and(|p| p.slow.contains(&lane)))
+    }
+
     /// Moves a lane to the slow pool (an attempt in the main pool timed
     /// out).
     pub(crate) async fn mark_slow(
