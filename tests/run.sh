@@ -70,10 +70,13 @@ rm -rf infra/.aws-sam
   PATH="$PWD/../.venv/bin:$PATH" sam validate --lint
   PATH="$PWD/../.venv/bin:$PATH" CARGO_PROFILE_RELEASE_OPT_LEVEL=z sam build --beta-features
 )
+# Each function's bootstrap, where the built template's CodeUri puts it (the
+# two delivery functions share one build: DeliveryFunction-Shared).
 for f in ApiFunction FanoutFunction DeliveryFunction SlowDeliveryFunction; do
-  if [ ! -x "infra/.aws-sam/build/$f/bootstrap" ]; then
+  dir=$(awk -v f="  $f:" '$0 == f {found = 1} found && /CodeUri:/ {print $2; exit}' infra/.aws-sam/build/template.yaml)
+  if [ -z "$dir" ] || [ ! -x "infra/.aws-sam/build/$dir/bootstrap" ]; then
     echo "sam build left no bootstrap for $f" >&2
     exit 1
   fi
-  ls -l "infra/.aws-sam/build/$f/bootstrap" | awk -v f="$f" '{printf "%-17s bootstrap %8.2f MiB\n", f, $5 / 1048576}'
+  ls -l "infra/.aws-sam/build/$dir/bootstrap" | awk -v f="$f" '{printf "%-21s bootstrap %8.2f MiB\n", f, $5 / 1048576}'
 done
