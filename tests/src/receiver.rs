@@ -6,7 +6,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
 use axum::extract::{Path, State};
@@ -107,6 +107,8 @@ struct Inner {
     hanging: usize,
     /// Requests being answered now, and the most ever at once, per path.
     in_flight: HashMap<String, (usize, usize)>,
+    /// Every request's arrival and, once answered or dropped, its end.
+    spans: Vec<(Instant, Option<Instant>)>,
 }
 
 /// The receiver: `url(name)` is an endpoint.
@@ -183,6 +185,30 @@ impl Receiver {
         self.lock().in_flight.get(name).map_or(0, |(_, peak)| *peak)
     }
 
+    /// The most requests held at once over every path, each counted from
+    /// its arrival to `allowance` before the receiver saw it end: a client
+    /// that gives up closes its connection a moment before the receiver
+    /// notices, and a new request may arrive in that moment.
+    pub fn peak_in_flight_overall(&self, allowance: Duration) -> usize {
+        let now = Instant::now();
+        let mut edges: Vec<(Instant, i32)> = Vec::new();
+        for (start, end) in &self.lock().spans {
+            let end = end.unwrap_or(now).checked_sub(allowance).unwrap_or(*start);
+            if end > *start {
+                edges.push((*start, 1));
+                edges.push((end, -1));
+            }
+        }
+        // Ends before starts at the same instant.
+        edges.sort();
+        let (mut open, mut peak) = (0i32, 0i32);
+        for (_, step) in edges {
+            open += step;
+            peak = peak.max(open);
+        }
+        peak as usize
+    }
+
     /// Requests accepted and still held open.
     pub fn hanging(&self) -> usize {
         self.lock().hanging
@@ -217,9 +243,11 @@ async fn handle(
         let (now, peak) = g.in_flight.entry(name.clone()).or_default();
         *now += 1;
         *peak = (*peak).max(*now);
-        reply
+        g.spans.push((Instant::now(), None));
+        (reply, g.spans.len() - 1)
     };
-    let _answered = InFlight(inner.clone(), name);
+    let (reply, span) = reply;
+    let _answered = InFlight(inner.clone(), name, span);
     let code = |c: u16| StatusCode::from_u16(c).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     match reply {
         Reply::Status(c) => code(c).into_response(),
@@ -244,13 +272,16 @@ async fn handle(
 }
 
 /// Counts a request out of flight when it is answered (or dropped).
-struct InFlight(Arc<Mutex<Inner>>, String);
+struct InFlight(Arc<Mutex<Inner>>, String, usize);
 
 impl Drop for InFlight {
     fn drop(&mut self) {
         let mut g = self.0.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((now, _)) = g.in_flight.get_mut(&self.1) {
             *now = now.saturating_sub(1);
+        }
+        if let Some(span) = g.spans.get_mut(self.2) {
+            span.1 = Some(Instant::now());
         }
     }
 }

@@ -926,3 +926,65 @@ async fn a_counting_store_counts_each_aws_call_by_service_and_operation() {
     assert_eq!(count("GetItem") - before, 2);
     assert!(hooklane_aws::calls::render().contains("service=\"DynamoDB\""));
 }
+
+/// A tenant's lane counter (`Q#lanes`), as stored.
+async fn lane_counter(store: &AwsStore, tenant: &TenantId) -> i64 {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    let ddb = aws_sdk_dynamodb::Client::new(&hooklane_tests::aws::sdk().await);
+    let item = ddb
+        .get_item()
+        .table_name(&store.settings().table)
+        .key("pk", AttributeValue::S(format!("T#{}", tenant.as_str())))
+        .key("sk", AttributeValue::S("Q#lanes".into()))
+        .consistent_read(true)
+        .send()
+        .await
+        .expect("get item")
+        .item
+        .unwrap_or_default();
+    match item.get("lanes") {
+        Some(AttributeValue::N(n)) => n.parse().expect("a number"),
+        _ => 0,
+    }
+}
+
+/// The lane counter that decides whether a tenant takes attempt slots
+/// (G3 on AWS) follows register, a change of lanes and delete, and stays
+/// per tenant.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenants_lane_counter_follows_register_lane_changes_and_delete() {
+    use hooklane_core::domain::LaneCount;
+    let store = fresh_store(30).await;
+    let (acme, other) = (
+        TenantId::parse("acme").unwrap(),
+        TenantId::parse("other").unwrap(),
+    );
+    let mut wide = contract::subscription(&acme, &["*"]);
+    wide.lanes = LaneCount::parse(8).unwrap();
+    let one = contract::subscription(&acme, &["*"]);
+    store.insert(&wide).await.expect("insert");
+    store.insert(&one).await.expect("insert");
+    store
+        .insert(&contract::subscription(&other, &["*"]))
+        .await
+        .expect("insert");
+    assert_eq!(lane_counter(&store, &acme).await, 9, "8 + 1 lanes");
+    assert_eq!(lane_counter(&store, &other).await, 1, "another tenant's");
+    wide.lanes = LaneCount::parse(3).unwrap();
+    assert!(store.update(&wide).await.expect("update"));
+    assert_eq!(lane_counter(&store, &acme).await, 4, "8 lanes became 3");
+    wide.lanes = LaneCount::parse(5).unwrap();
+    assert!(store.update(&wide).await.expect("update"));
+    assert_eq!(lane_counter(&store, &acme).await, 6, "3 lanes became 5");
+    store.delete(&acme, &wide.id).await.expect("delete");
+    assert_eq!(lane_counter(&store, &acme).await, 1, "the wide one deleted");
+    assert!(
+        !store.update(&wide).await.expect("update"),
+        "a deleted subscription is not updated"
+    );
+    assert_eq!(
+        lane_counter(&store, &acme).await,
+        1,
+        "nothing counted for it"
+    );
+}

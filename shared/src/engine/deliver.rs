@@ -13,7 +13,7 @@ use super::{Engine, Step};
 use crate::domain::{Attempt, AttemptId, Delivery, Event, Subscription, SubscriptionStatus};
 use crate::health::{next_health, projected, Admit, Sequence};
 use crate::policy::{decide, Decision};
-use crate::ports::{End, Finish, Outbound, SendReport, StoreResult};
+use crate::ports::{End, Finish, Outbound, SendReport, StoreResult, TenantSlot};
 use crate::rate::Slot;
 use crate::signing::webhook_headers;
 
@@ -43,9 +43,7 @@ impl Engine {
         }
         let now = self.ports.clock.now();
         if let Admit::Defer(until) = self.breakers.admit(&d.subscription_id, now) {
-            self.ports.lanes.defer(d, until).await?;
-            self.metrics.deferred.fetch_add(1, Ordering::Relaxed);
-            return Ok(Step::Deferred(until));
+            return self.put_off(d, until).await;
         }
         let (sub, event, now) = match self.pace(d, &sub, now).await? {
             // It waited for its start under the rate limit: the tombstone
@@ -55,19 +53,23 @@ impl Engine {
                 Err(step) => return Ok(step),
             },
             Ok(start) => (sub, event, start),
-            Err(until) => {
-                self.ports.lanes.defer(d, until).await?;
-                self.metrics.deferred.fetch_add(1, Ordering::Relaxed);
-                return Ok(Step::Deferred(until));
-            }
+            Err(until) => return self.put_off(d, until).await,
         };
         let lease = now + self.config.attempt_timeout + Duration::from_secs(5);
-        if !self.ports.lanes.begin(d, now, lease).await? {
-            return Ok(Step::Skipped);
+        let limit = self.config.tenant_max_in_flight;
+        let slot = match self.ports.lanes.tenant_slot(d, limit, now, lease).await? {
+            TenantSlot::Full(until) => return self.put_off(d, until).await,
+            slot => slot,
+        };
+        let begun = self.ports.lanes.begin(d, now, lease).await;
+        if !matches!(begun, Ok(true)) {
+            self.release_slot(d, slot).await;
+            return begun.map(|_| Step::Skipped);
         }
         self.metrics.attempts.fetch_add(1, Ordering::Relaxed);
         let attempt_no = d.attempts + 1;
         let report = self.send(&sub, &event, attempt_no, now).await;
+        self.release_slot(d, slot).await;
         self.breakers.record(
             &d.subscription_id,
             report.result.is_success(),
@@ -86,6 +88,28 @@ impl Engine {
         };
         self.record(d, &sub, attempt_no, now, &report, decision, seq)
             .await
+    }
+
+    /// Puts a delivery off until `until` without an attempt.
+    async fn put_off(&self, d: &Delivery, until: OffsetDateTime) -> StoreResult<Step> {
+        self.ports.lanes.defer(d, until).await?;
+        self.metrics.deferred.fetch_add(1, Ordering::Relaxed);
+        Ok(Step::Deferred(until))
+    }
+
+    /// Gives a tenant slot back; one that cannot be frees itself when its
+    /// lease ends.
+    async fn release_slot(&self, d: &Delivery, slot: TenantSlot) {
+        if slot == TenantSlot::Unbounded {
+            return;
+        }
+        if let Err(e) = self.ports.lanes.release_tenant_slot(d, slot).await {
+            warn!(
+                tenant = d.tenant.as_str(),
+                error = %e,
+                "giving a tenant slot back failed; it frees itself when its lease ends"
+            );
+        }
     }
 
     /// The subscription (read consistently) and the event of a delivery

@@ -172,6 +172,23 @@ impl NewDelivery {
     }
 }
 
+/// A tenant's attempt slot ([`LaneQueue::tenant_slot`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TenantSlot {
+    /// The tenant cannot reach its bound here (or the runtime bounds it):
+    /// nothing taken, nothing to give back.
+    Unbounded,
+    /// Slot `lease` of the tenant's slot shard `shard`, to give back.
+    Held {
+        /// The shard the slot is in.
+        shard: u16,
+        /// The lease's id.
+        lease: String,
+    },
+    /// Every slot is taken: put the delivery off until then.
+    Full(OffsetDateTime),
+}
+
 /// How a delivery's turn ended.
 #[derive(Debug, Clone, PartialEq)]
 pub enum End {
@@ -239,6 +256,26 @@ pub trait LaneQueue: Send + Sync {
     /// the runner hands the delivery over. Default: here.
     async fn here(&self, _d: &Delivery) -> StoreResult<bool> {
         Ok(true)
+    }
+
+    /// Takes one of the tenant's `limit` attempt slots for `d` until
+    /// `lease_until` (G3), where the queue keeps the bound across processes
+    /// (AWS: function instances share no memory). Default: the runtime
+    /// bounds tenants itself (the embedded lanes' per-tenant semaphore) and
+    /// nothing is taken here.
+    async fn tenant_slot(
+        &self,
+        _d: &Delivery,
+        _limit: usize,
+        _now: OffsetDateTime,
+        _lease_until: OffsetDateTime,
+    ) -> StoreResult<TenantSlot> {
+        Ok(TenantSlot::Unbounded)
+    }
+    /// Gives back a slot [`LaneQueue::tenant_slot`] took; a slot never
+    /// given back (a crash) frees itself at its lease's end.
+    async fn release_tenant_slot(&self, _d: &Delivery, _slot: TenantSlot) -> StoreResult<()> {
+        Ok(())
     }
 
     /// Puts a due delivery off until `until` without an attempt (the

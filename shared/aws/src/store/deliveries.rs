@@ -29,6 +29,7 @@ use hooklane_core::domain::{
 };
 use hooklane_core::ports::{
     AttemptLog, End, Finish, LaneQueue, NewDelivery, StoreError, StoreResult, SubscriptionStore,
+    TenantSlot,
 };
 use hooklane_core::record::{from_ms, ms};
 use time::OffsetDateTime;
@@ -309,6 +310,20 @@ impl LaneQueue for AwsStore {
 
     async fn here(&self, d: &Delivery) -> StoreResult<bool> {
         self.attempts_here(d).await
+    }
+
+    async fn tenant_slot(
+        &self,
+        d: &Delivery,
+        limit: usize,
+        now: OffsetDateTime,
+        lease_until: OffsetDateTime,
+    ) -> StoreResult<TenantSlot> {
+        self.take_tenant_slot(d, limit, now, lease_until).await
+    }
+
+    async fn release_tenant_slot(&self, d: &Delivery, slot: TenantSlot) -> StoreResult<()> {
+        self.give_back_tenant_slot(d, slot).await
     }
 
     async fn defer(&self, _: &Delivery, _: OffsetDateTime) -> StoreResult<()> {

@@ -10,6 +10,8 @@
 //! - attempt: `A#{tenant}#{subscription}`, zero-padded sequence
 //! - spilled delivery: `L#{subscription}`, zero-padded sequence
 //! - rate limit: `R#{subscription}`, `rate` (only rate-limited ones; TTL)
+//! - a tenant's lane counter and attempt slots: `T#{tenant}`, `Q#lanes`
+//!   and `Q#slots#{n}` ([`tenant_share`])
 //!
 //! TTL deletion can be days late, so reads drop expired items in code.
 
@@ -27,6 +29,7 @@ mod resources;
 mod slow_pool;
 mod spill;
 mod subscriptions;
+mod tenant_share;
 mod views;
 
 use std::collections::HashMap;
@@ -62,6 +65,8 @@ pub struct AwsStore {
     pub(crate) lane_flags: std::sync::Arc<lane_flags::LaneFlags>,
     /// Lane placements as last read (shared by clones).
     pub(crate) placements: std::sync::Arc<lane_change::Placements>,
+    /// Tenants' lane counts as last read (shared by clones).
+    pub(crate) tenant_lanes: std::sync::Arc<tenant_share::TenantLanes>,
     /// The delivery pool this process runs.
     pub(crate) pool: Pool,
 }
@@ -102,6 +107,7 @@ impl AwsStore {
             settings,
             lane_flags: Default::default(),
             placements: Default::default(),
+            tenant_lanes: Default::default(),
             pool: Pool::Main,
         }
     }
@@ -119,6 +125,7 @@ impl AwsStore {
             settings,
             lane_flags: Default::default(),
             placements: Default::default(),
+            tenant_lanes: Default::default(),
             pool: Pool::Main,
         }
     }

@@ -182,6 +182,14 @@ impl AwsStore {
         }
     }
 
+    /// Every live subscription of a tenant.
+    pub(crate) async fn live_subscriptions(
+        &self,
+        tenant: &TenantId,
+    ) -> StoreResult<Vec<Subscription>> {
+        self.scan_tenant(tenant, None, usize::MAX, |_| true).await
+    }
+
     /// A tenant's live subscriptions with ids after `after`, in id order,
     /// until `keep` has taken `limit` of them.
     async fn scan_tenant(
@@ -229,15 +237,28 @@ impl SubscriptionStore for AwsStore {
     async fn insert(&self, sub: &Subscription) -> StoreResult<()> {
         // Idempotent (see `write_token`): a retried put of this insert
         // whose answer was lost succeeds rather than failing the create.
+        // With the tenant's lane counter in one transaction
+        // ([`super::tenant_share`]); its request token makes a retry of it
+        // a no-op rather than a second count.
         let token = super::write_token();
         let mut item = to_item(sub)?;
         item.insert("insert_token".into(), string_attr(&token));
-        self.ddb
-            .put_item()
+        let put = aws_sdk_dynamodb::types::Put::builder()
             .table_name(&self.settings.table)
             .set_item(Some(item))
             .condition_expression("attribute_not_exists(pk) OR insert_token = :token")
-            .expression_attribute_values(":token", string_attr(token))
+            .expression_attribute_values(":token", string_attr(&token))
+            .build()
+            .map_err(backend)?;
+        self.ddb
+            .transact_write_items()
+            .transact_items(
+                aws_sdk_dynamodb::types::TransactWriteItem::builder()
+                    .put(put)
+                    .build(),
+            )
+            .transact_items(self.count_lanes_in(&sub.tenant, i64::from(sub.lanes.get()))?)
+            .client_request_token(token)
             .send()
             .await
             .map_err(backend)?;
@@ -277,6 +298,13 @@ impl SubscriptionStore for AwsStore {
         let Some(was) = self.placement(&sub.tenant, &sub.id).await? else {
             return Ok(false);
         };
+        // The tenant's lane counter errs high: more lanes are counted
+        // before they are written, fewer after (`tenant_share`). The write
+        // holds only if `lanes` is still what the count was taken from.
+        let delta = i64::from(sub.lanes.get()) - i64::from(was.lanes.get());
+        if delta > 0 {
+            self.count_lanes(&sub.tenant, delta).await?;
+        }
         expression = expression.replacen(
             "SET ",
             "SET sent_lanes = if_not_exists(sent_lanes, :was), ",
@@ -289,7 +317,10 @@ impl SubscriptionStore for AwsStore {
             .key("pk", string_attr(tenant_pk(&sub.tenant)))
             .key("sk", string_attr(sub_sk(&sub.id)))
             .update_expression(expression)
-            .condition_expression("attribute_exists(pk) AND attribute_not_exists(deleted_at)");
+            .condition_expression(
+                "attribute_exists(pk) AND attribute_not_exists(deleted_at) AND #lanes = :old_lanes",
+            )
+            .expression_attribute_values(":old_lanes", number_attr(was.lanes.get()));
         for (placeholder, name) in EDITABLE {
             req = req.expression_attribute_names(*placeholder, *name);
         }
@@ -300,8 +331,21 @@ impl SubscriptionStore for AwsStore {
         let res = req.send().await;
         self.placements.forget(&sub.id);
         match res {
+            Ok(_) if delta < 0 => {
+                self.count_lanes(&sub.tenant, delta).await?;
+                Ok(true)
+            }
             Ok(_) => Ok(true),
-            Err(e) if is_condition_failed(&e) => Ok(false),
+            // Gone, or its lanes changed since they were read: read again.
+            Err(e) if is_condition_failed(&e) => {
+                if delta > 0 {
+                    self.count_lanes(&sub.tenant, -delta).await?;
+                }
+                match self.placement_now(&sub.tenant, &sub.id).await? {
+                    Some(now) if now.lanes != was.lanes => Box::pin(self.update(sub)).await,
+                    _ => Ok(false),
+                }
+            }
             Err(e) => Err(backend(e)),
         }
     }
@@ -331,6 +375,9 @@ impl SubscriptionStore for AwsStore {
             Err(e) if is_condition_failed(&e) => return Ok(None),
             Err(e) => return Err(backend(e)),
         };
+        if let Some(lanes) = super::get_n(&item, "lanes") {
+            self.count_lanes(tenant, -lanes).await?;
+        }
         // Queued messages are dropped when the delivery function meets
         // them; spilled ones never reach the queue. Every lane that ever
         // spilled has its counter on the item.

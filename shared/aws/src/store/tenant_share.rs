@@ -1,0 +1,411 @@
+//! The per-tenant bound on AWS (G3): a tenant's attempts in flight, across
+//! every delivery function instance and both pools, stay within
+//! `HOOKLANE_TENANT_MAX_IN_FLIGHT`.
+//!
+//! Only tenants that could reach the bound pay for it. Each attempt is one
+//! lane's head, and a lane has at most one attempt in flight, so a tenant
+//! whose subscriptions have `limit` lanes or fewer in all can never have
+//! more than `limit` attempts in flight, and takes no slot. The tenant's
+//! lane count is a counter item kept by register, `PATCH` and `DELETE`
+//! (`T#{tenant}`, `Q#lanes`), read eventually consistent and kept for
+//! [`FRESH`] per process: half a read unit per tenant per ten seconds per
+//! function instance. The counter errs high, never low: a lane increase is
+//! counted before it is written, a decrease and a deletion after (a crash
+//! in between leaves it high, which costs bookkeeping, not the bound).
+//! A tenant whose lanes pass the bound is bounded within [`FRESH`].
+//!
+//! A tenant over the bound takes a lease before each attempt and gives it
+//! back right after the request, in slot items (`T#{tenant}`,
+//! `Q#slots#{n}`) of at most [`SHARD_CAP`] leases each (a map of lease id
+//! to expiry), so no item grows past about 400 bytes and writers of one
+//! tenant spread over several items. A lease is taken by one conditional
+//! write (`size(held) < cap`); a full shard is read once to clear leases
+//! past their expiry (the attempt's crash), and when none is free the
+//! delivery is put off for a second or two without an attempt. Taking and
+//! giving back costs two write units per attempt of a bounded tenant.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use hooklane_core::domain::{Delivery, TenantId};
+use hooklane_core::ports::{StoreResult, TenantSlot};
+use hooklane_core::record::ms;
+use time::OffsetDateTime;
+
+use super::subscriptions::tenant_pk;
+use super::{backend, get_n, is_condition_failed, AwsStore, Item};
+use crate::{number_attr, string_attr};
+
+/// How long a tenant's lane count is taken as read.
+pub(crate) const FRESH: Duration = Duration::from_secs(10);
+
+/// The most leases one slot item holds.
+pub(crate) const SHARD_CAP: usize = 16;
+
+/// The most expired leases one write clears.
+const CLEAR_AT_ONCE: usize = 16;
+
+/// The sort key of a tenant's lane counter.
+const LANES_SK: &str = "Q#lanes";
+
+fn slot_sk(shard: u16) -> String {
+    format!("Q#slots#{shard}")
+}
+
+/// The caps of a bound's shards: as few shards of at most [`SHARD_CAP`]
+/// as hold `limit`, with the slots spread evenly.
+pub(crate) fn shard_caps(limit: usize) -> Vec<usize> {
+    let limit = limit.max(1);
+    let n = limit.div_ceil(SHARD_CAP);
+    (0..n)
+        .map(|i| limit / n + usize::from(i < limit % n))
+        .collect()
+}
+
+/// Tenants' lane counts as last read (shared by clones).
+#[derive(Debug, Default)]
+pub(crate) struct TenantLanes {
+    noted: Mutex<HashMap<TenantId, (Instant, i64)>>,
+}
+
+/// How many tenants' counts are kept before the map starts over.
+const KEEP: usize = 10_000;
+
+impl TenantLanes {
+    fn fresh(&self, tenant: &TenantId) -> Option<i64> {
+        let map = self.noted.lock().ok()?;
+        map.get(tenant)
+            .filter(|(at, _)| at.elapsed() < FRESH)
+            .map(|(_, n)| *n)
+    }
+
+    fn note(&self, tenant: &TenantId, lanes: i64) {
+        if let Ok(mut map) = self.noted.lock() {
+            if map.len() >= KEEP && !map.contains_key(tenant) {
+                map.clear();
+            }
+            map.insert(tenant.clone(), (Instant::now(), lanes));
+        }
+    }
+
+    /// Forgets a tenant's count (this process changed it).
+    fn forget(&self, tenant: &TenantId) {
+        if let Ok(mut map) = self.noted.lock() {
+            map.remove(tenant);
+        }
+    }
+}
+
+impl AwsStore {
+    /// Adds `delta` to a tenant's lane counter.
+    pub(crate) async fn count_lanes(&self, tenant: &TenantId, delta: i64) -> StoreResult<()> {
+        if delta == 0 {
+            return Ok(());
+        }
+        self.ddb
+            .update_item()
+            .table_name(&self.settings.table)
+            .key("pk", string_attr(tenant_pk(tenant)))
+            .key("sk", string_attr(LANES_SK))
+            .update_expression("ADD lanes :d")
+            .expression_attribute_values(":d", number_attr(delta))
+            .send()
+            .await
+            .map_err(backend)?;
+        self.tenant_lanes.forget(tenant);
+        Ok(())
+    }
+
+    /// The `ADD` of a subscription's lanes to its tenant's counter, as a
+    /// part of the transaction that inserts it.
+    pub(crate) fn count_lanes_in(
+        &self,
+        tenant: &TenantId,
+        lanes: i64,
+    ) -> StoreResult<aws_sdk_dynamodb::types::TransactWriteItem> {
+        self.tenant_lanes.forget(tenant);
+        let update = aws_sdk_dynamodb::types::Update::builder()
+            .table_name(&self.settings.table)
+            .key("pk", string_attr(tenant_pk(tenant)))
+            .key("sk", string_attr(LANES_SK))
+            .update_expression("ADD lanes :d")
+            .expression_attribute_values(":d", number_attr(lanes))
+            .build()
+            .map_err(backend)?;
+        Ok(aws_sdk_dynamodb::types::TransactWriteItem::builder()
+            .update(update)
+            .build())
+    }
+
+    /// A tenant's lane count (an upper bound), as read at most [`FRESH`]
+    /// ago.
+    async fn tenant_lane_count(&self, tenant: &TenantId) -> StoreResult<i64> {
+        if let Some(n) = self.tenant_lanes.fresh(tenant) {
+            return Ok(n);
+        }
+        let item = self
+            .ddb
+            .get_item()
+            .table_name(&self.settings.table)
+            .key("pk", string_attr(tenant_pk(tenant)))
+            .key("sk", string_attr(LANES_SK))
+            .send()
+            .await
+            .map_err(backend)?
+            .item;
+        let n = match item.as_ref().and_then(|i| get_n(i, "lanes")) {
+            Some(n) => n,
+            // No counter: a tenant registered before there was one (or
+            // none at all). Count its lanes once and add them.
+            None => self.seed_lane_count(tenant).await?,
+        };
+        self.tenant_lanes.note(tenant, n);
+        Ok(n)
+    }
+
+    /// Counts a tenant's lanes from its subscriptions and adds them to its
+    /// counter, once (`seeded`). A registration racing with it is counted
+    /// once or twice, never not at all (the counter errs high).
+    async fn seed_lane_count(&self, tenant: &TenantId) -> StoreResult<i64> {
+        let lanes: i64 = self
+            .live_subscriptions(tenant)
+            .await?
+            .iter()
+            .map(|s| i64::from(s.lanes.get()))
+            .sum();
+        let res = self
+            .ddb
+            .update_item()
+            .table_name(&self.settings.table)
+            .key("pk", string_attr(tenant_pk(tenant)))
+            .key("sk", string_attr(LANES_SK))
+            .update_expression("ADD lanes :n SET seeded = :t")
+            .condition_expression("attribute_not_exists(seeded)")
+            .expression_attribute_values(":n", number_attr(lanes))
+            .expression_attribute_values(":t", AttributeValue::Bool(true))
+            .return_values(aws_sdk_dynamodb::types::ReturnValue::AllNew)
+            .send()
+            .await;
+        match res {
+            Ok(out) => Ok(out
+                .attributes
+                .as_ref()
+                .and_then(|i| get_n(i, "lanes"))
+                .unwrap_or(lanes)),
+            // Seeded meanwhile by another process.
+            Err(e) if is_condition_failed(&e) => Ok(self
+                .get_consistent(tenant_pk(tenant), LANES_SK.to_owned())
+                .await?
+                .as_ref()
+                .and_then(|i| get_n(i, "lanes"))
+                .unwrap_or(lanes)),
+            Err(e) => Err(backend(e)),
+        }
+    }
+
+    /// [`hooklane_core::ports::LaneQueue::tenant_slot`] on DynamoDB.
+    pub(crate) async fn take_tenant_slot(
+        &self,
+        d: &Delivery,
+        limit: usize,
+        now: OffsetDateTime,
+        lease_until: OffsetDateTime,
+    ) -> StoreResult<TenantSlot> {
+        if self.tenant_lane_count(&d.tenant).await? <= limit as i64 {
+            return Ok(TenantSlot::Unbounded);
+        }
+        let caps = shard_caps(limit);
+        let lease = format!("{:016x}", rand::random::<u64>());
+        let first = rand::random::<u32>() as usize % caps.len();
+        // The shard a random pick lands on, then the next: a full one is
+        // rarely followed by another when slots are free.
+        for i in 0..caps.len().min(2) {
+            let shard = (first + i) % caps.len();
+            let taken = self
+                .take_in_shard(
+                    &d.tenant,
+                    shard as u16,
+                    caps[shard],
+                    &lease,
+                    now,
+                    lease_until,
+                )
+                .await?;
+            if taken {
+                return Ok(TenantSlot::Held {
+                    shard: shard as u16,
+                    lease,
+                });
+            }
+        }
+        let wait = Duration::from_millis(1000 + rand::random::<u64>() % 1000);
+        Ok(TenantSlot::Full(now + wait))
+    }
+
+    /// Takes a lease in one shard: one conditional write while it has room;
+    /// when full, one read to clear expired leases and one write.
+    async fn take_in_shard(
+        &self,
+        tenant: &TenantId,
+        shard: u16,
+        cap: usize,
+        lease: &str,
+        now: OffsetDateTime,
+        until: OffsetDateTime,
+    ) -> StoreResult<bool> {
+        let res = self
+            .ddb
+            .update_item()
+            .table_name(&self.settings.table)
+            .key("pk", string_attr(tenant_pk(tenant)))
+            .key("sk", string_attr(slot_sk(shard)))
+            .update_expression("SET held.#lease = :until")
+            // `attribute_exists` first: the same on DynamoDB, and the local
+            // AWS-compatible server fails on `size` of a missing attribute.
+            .condition_expression("attribute_exists(held) AND size(held) < :cap")
+            .expression_attribute_names("#lease", lease)
+            .expression_attribute_values(":until", number_attr(ms(until)))
+            .expression_attribute_values(":cap", number_attr(cap as i64))
+            .send()
+            .await;
+        match res {
+            Ok(_) => return Ok(true),
+            Err(e) if is_condition_failed(&e) => {}
+            Err(e) => return Err(backend(e)),
+        }
+        let item = self
+            .get_consistent(tenant_pk(tenant), slot_sk(shard))
+            .await?;
+        let Some(AttributeValue::M(held)) = item.as_ref().and_then(|i| i.get("held")) else {
+            return self.first_lease(tenant, shard, lease, until).await;
+        };
+        let expired = expired_leases(held, ms(now));
+        if held.len() - expired.len() >= cap || expired.is_empty() {
+            return Ok(false);
+        }
+        // Clear the expired leases (still as read) and take one, as long as
+        // what is left has room.
+        let mut req = self
+            .ddb
+            .update_item()
+            .table_name(&self.settings.table)
+            .key("pk", string_attr(tenant_pk(tenant)))
+            .key("sk", string_attr(slot_sk(shard)))
+            .expression_attribute_names("#lease", lease)
+            .expression_attribute_values(":until", number_attr(ms(until)))
+            .expression_attribute_values(":cap", number_attr((cap + expired.len()) as i64));
+        let mut remove = Vec::new();
+        let mut still = vec!["size(held) < :cap".to_owned()];
+        for (i, (id, exp)) in expired.iter().enumerate() {
+            remove.push(format!("held.#x{i}"));
+            still.push(format!("held.#x{i} = :x{i}"));
+            req = req
+                .expression_attribute_names(format!("#x{i}"), *id)
+                .expression_attribute_values(format!(":x{i}"), (*exp).clone());
+        }
+        let res = req
+            .update_expression(format!(
+                "REMOVE {} SET held.#lease = :until",
+                remove.join(", ")
+            ))
+            .condition_expression(still.join(" AND "))
+            .send()
+            .await;
+        super::took_effect(res)
+    }
+
+    /// The first lease of a shard that has none yet.
+    async fn first_lease(
+        &self,
+        tenant: &TenantId,
+        shard: u16,
+        lease: &str,
+        until: OffsetDateTime,
+    ) -> StoreResult<bool> {
+        let held = HashMap::from([(lease.to_owned(), number_attr(ms(until)))]);
+        let res = self
+            .ddb
+            .put_item()
+            .table_name(&self.settings.table)
+            .item("pk", string_attr(tenant_pk(tenant)))
+            .item("sk", string_attr(slot_sk(shard)))
+            .item("held", AttributeValue::M(held))
+            .condition_expression("attribute_not_exists(held)")
+            .send()
+            .await;
+        super::took_effect(res)
+    }
+
+    /// [`hooklane_core::ports::LaneQueue::release_tenant_slot`] on
+    /// DynamoDB.
+    pub(crate) async fn give_back_tenant_slot(
+        &self,
+        d: &Delivery,
+        slot: TenantSlot,
+    ) -> StoreResult<()> {
+        let TenantSlot::Held { shard, lease } = slot else {
+            return Ok(());
+        };
+        self.ddb
+            .update_item()
+            .table_name(&self.settings.table)
+            .key("pk", string_attr(tenant_pk(&d.tenant)))
+            .key("sk", string_attr(slot_sk(shard)))
+            .update_expression("REMOVE held.#lease")
+            .expression_attribute_names("#lease", lease)
+            .send()
+            .await
+            .map_err(backend)?;
+        Ok(())
+    }
+}
+
+/// The leases of a slot item past their expiry at `now_ms`, at most
+/// [`CLEAR_AT_ONCE`], with their expiry as read.
+fn expired_leases(held: &Item, now_ms: i64) -> Vec<(&str, &AttributeValue)> {
+    held.iter()
+        .filter(|(_, v)| match v {
+            AttributeValue::N(n) => n.parse::<i64>().is_ok_and(|t| t < now_ms),
+            _ => true,
+        })
+        .take(CLEAR_AT_ONCE)
+        .map(|(k, v)| (k.as_str(), v))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shards_hold_the_bound_exactly_with_at_most_sixteen_each() {
+        assert_eq!(shard_caps(8), vec![8]);
+        assert_eq!(shard_caps(16), vec![16]);
+        assert_eq!(shard_caps(17), vec![9, 8]);
+        let caps = shard_caps(4096);
+        assert_eq!(caps.len(), 256);
+        assert_eq!(caps.iter().sum::<usize>(), 4096);
+        for limit in 1..200 {
+            let caps = shard_caps(limit);
+            assert_eq!(caps.iter().sum::<usize>(), limit, "limit {limit}");
+            assert!(caps.iter().all(|c| (1..=SHARD_CAP).contains(c)));
+        }
+    }
+
+    #[test]
+    fn only_leases_past_their_expiry_are_cleared() {
+        let held: Item = HashMap::from([
+            ("a".to_owned(), number_attr(100)),
+            ("b".to_owned(), number_attr(300)),
+            ("c".to_owned(), string_attr("garbage")),
+        ]);
+        let mut ids: Vec<&str> = expired_leases(&held, 200)
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect();
+        ids.sort_unstable();
+        assert_eq!(ids, vec!["a", "c"]);
+    }
+}
