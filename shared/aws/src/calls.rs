@@ -1,19 +1,186 @@
 //! Counts the AWS API calls hooklane makes, by service and operation (an
 //! SDK interceptor), when `HOOKLANE_COUNT_AWS_CALLS=1`. The counts are
-//! served by `GET /metrics` as `hooklane_aws_calls_total`; the benchmark
-//! turns them into calls and dollars per delivery.
+//! served by `GET /metrics` as `hooklane_aws_calls_total`, with what AWS
+//! bills for them ([`crate::capacity`]) as `hooklane_aws_billed_total`
+//! (DynamoDB write and read units, SQS requests by 64 KiB chunk); the
+//! benchmark turns them into dollars per delivery.
+//!
+//! To see the size of the items it writes, a counting client asks
+//! DynamoDB for them (`ReturnValues`: the item before a put or delete,
+//! after an update) where the caller did not ask for anything; counting
+//! is for measurement, not for serving.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
+use aws_sdk_dynamodb::operation as ddb;
+use aws_sdk_dynamodb::types::ReturnValue;
+use aws_sdk_sqs::operation as sqs;
 use aws_smithy_runtime_api::box_error::BoxError;
-use aws_smithy_runtime_api::client::interceptors::context::BeforeSerializationInterceptorContextRef;
+use aws_smithy_runtime_api::client::interceptors::context::{
+    AfterDeserializationInterceptorContextRef, BeforeSerializationInterceptorContextMut,
+    BeforeSerializationInterceptorContextRef,
+};
 use aws_smithy_runtime_api::client::interceptors::Intercept;
 use aws_smithy_runtime_api::client::orchestrator::Metadata;
 use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
-use aws_smithy_types::config_bag::ConfigBag;
+use aws_smithy_types::config_bag::{ConfigBag, Storable, StoreReplace};
+
+use crate::capacity::{self, item_size, item_write_units, read_units, sqs_requests};
 
 static CALLS: Mutex<BTreeMap<(String, String), u64>> = Mutex::new(BTreeMap::new());
+
+/// Billed units by (service, operation): write units, read units, SQS
+/// requests.
+static BILLED: Mutex<BTreeMap<(String, String), [f64; 3]>> = Mutex::new(BTreeMap::new());
+
+/// What a call's input says it costs, and what is left to read from its
+/// output.
+#[derive(Debug, Clone, Default)]
+struct Pending {
+    wru: f64,
+    sqs: f64,
+    /// The size of the item a put writes (the output has the one before).
+    put_size: Option<(usize, f64)>,
+    /// A read, and whether strongly consistent.
+    read: Option<bool>,
+}
+
+impl Storable for Pending {
+    type Storer = StoreReplace<Self>;
+}
+
+fn bill(cfg: &ConfigBag, units: [f64; 3]) {
+    let Some(meta) = cfg.load::<Metadata>() else {
+        return;
+    };
+    if let Ok(mut billed) = BILLED.lock() {
+        let entry = billed
+            .entry((meta.service().to_owned(), meta.name().to_owned()))
+            .or_default();
+        for (total, add) in entry.iter_mut().zip(units) {
+            *total += add;
+        }
+    }
+}
+
+/// Reads what an input costs, and asks for the item sizes its output is to
+/// show (module doc).
+fn pending_of(input: &mut aws_smithy_runtime_api::client::interceptors::context::Input) -> Pending {
+    let mut p = Pending::default();
+    if let Some(i) = input.downcast_mut::<ddb::put_item::PutItemInput>() {
+        if let Some(item) = &i.item {
+            p.put_size = Some((item_size(item), capacity::indexes_of(item) as f64));
+        }
+        i.return_values.get_or_insert(ReturnValue::AllOld);
+    } else if let Some(i) = input.downcast_mut::<ddb::update_item::UpdateItemInput>() {
+        i.return_values.get_or_insert(ReturnValue::AllNew);
+    } else if let Some(i) = input.downcast_mut::<ddb::delete_item::DeleteItemInput>() {
+        i.return_values.get_or_insert(ReturnValue::AllOld);
+    } else if let Some(i) = input.downcast_ref::<ddb::get_item::GetItemInput>() {
+        p.read = Some(i.consistent_read == Some(true));
+    } else if let Some(i) = input.downcast_ref::<ddb::query::QueryInput>() {
+        p.read = Some(i.consistent_read == Some(true) && i.index_name.is_none());
+    } else if let Some(i) =
+        input.downcast_ref::<ddb::transact_write_items::TransactWriteItemsInput>()
+    {
+        // Twice each item's units; an update's item is not seen (1 unit).
+        p.wru = i
+            .transact_items
+            .iter()
+            .flatten()
+            .map(|t| match t.put() {
+                Some(put) => 2.0 * item_write_units(put.item(), item_size(put.item())),
+                None => 2.0,
+            })
+            .sum();
+    } else if let Some(i) = input.downcast_ref::<ddb::batch_write_item::BatchWriteItemInput>() {
+        p.wru = i
+            .request_items
+            .iter()
+            .flat_map(|m| m.values().flatten())
+            .map(|w| match w.put_request() {
+                Some(put) => item_write_units(put.item(), item_size(put.item())),
+                None => 1.0,
+            })
+            .sum();
+    } else if let Some(i) = input.downcast_ref::<sqs::send_message::SendMessageInput>() {
+        p.sqs = sqs_requests(i.message_body.as_deref().map_or(0, str::len));
+    } else if let Some(i) = input.downcast_ref::<sqs::send_message_batch::SendMessageBatchInput>() {
+        let payload = i
+            .entries
+            .iter()
+            .flatten()
+            .map(|e| e.message_body().len())
+            .sum();
+        p.sqs = sqs_requests(payload);
+    } else if input
+        .downcast_ref::<sqs::receive_message::ReceiveMessageInput>()
+        .is_some()
+    {
+        // Billed by what comes back (the output's bodies).
+    } else if input
+        .downcast_ref::<aws_sdk_dynamodb::operation::scan::ScanInput>()
+        .is_some()
+    {
+        p.read = Some(false);
+    } else if is_sqs(input) {
+        p.sqs = 1.0;
+    }
+    p
+}
+
+/// Whether an input is of an SQS operation not billed by payload (deletes,
+/// visibility changes, queue attributes): one request each.
+fn is_sqs(input: &aws_smithy_runtime_api::client::interceptors::context::Input) -> bool {
+    input.downcast_ref::<sqs::delete_message::DeleteMessageInput>().is_some()
+        || input.downcast_ref::<sqs::delete_message_batch::DeleteMessageBatchInput>().is_some()
+        || input
+            .downcast_ref::<sqs::change_message_visibility::ChangeMessageVisibilityInput>()
+            .is_some()
+        || input
+            .downcast_ref::<sqs::change_message_visibility_batch::ChangeMessageVisibilityBatchInput>()
+            .is_some()
+        || input.downcast_ref::<sqs::get_queue_attributes::GetQueueAttributesInput>().is_some()
+}
+
+/// Completes a call's bill from its output.
+fn settle(
+    p: &Pending,
+    output: &aws_smithy_runtime_api::client::interceptors::context::Output,
+) -> [f64; 3] {
+    let [mut wru, mut rru, mut sqs] = [p.wru, 0.0, p.sqs];
+    if let Some(o) = output.downcast_ref::<ddb::put_item::PutItemOutput>() {
+        let before = o.attributes.as_ref().map_or(0, item_size);
+        if let Some((after, index_writes)) = p.put_size {
+            let size = after.max(before);
+            wru += capacity::write_units(size) * (1.0 + index_writes);
+        }
+    } else if let Some(o) = output.downcast_ref::<ddb::update_item::UpdateItemOutput>() {
+        let item = o.attributes.clone().unwrap_or_default();
+        wru += item_write_units(&item, item_size(&item));
+    } else if let Some(o) = output.downcast_ref::<ddb::delete_item::DeleteItemOutput>() {
+        let item = o.attributes.clone().unwrap_or_default();
+        wru += item_write_units(&item, item_size(&item));
+    } else if let Some(o) = output.downcast_ref::<ddb::get_item::GetItemOutput>() {
+        rru += read_units(o.item.as_ref().map_or(0, item_size), p.read == Some(true));
+    } else if let Some(o) = output.downcast_ref::<ddb::query::QueryOutput>() {
+        let size = o.items.iter().flatten().map(item_size).sum();
+        rru += read_units(size, p.read == Some(true));
+    } else if let Some(o) = output.downcast_ref::<ddb::scan::ScanOutput>() {
+        let size = o.items.iter().flatten().map(item_size).sum();
+        rru += read_units(size, false);
+    } else if let Some(o) = output.downcast_ref::<sqs::receive_message::ReceiveMessageOutput>() {
+        let payload = o
+            .messages
+            .iter()
+            .flatten()
+            .map(|m| m.body().map_or(0, str::len))
+            .sum();
+        sqs += sqs_requests(payload);
+    }
+    [wru, rru, sqs]
+}
 
 /// Whether counting is on (`HOOKLANE_COUNT_AWS_CALLS=1`).
 pub fn enabled() -> bool {
@@ -28,6 +195,42 @@ pub struct CountCalls;
 impl Intercept for CountCalls {
     fn name(&self) -> &'static str {
         "hooklane-count-calls"
+    }
+
+    fn modify_before_serialization(
+        &self,
+        context: &mut BeforeSerializationInterceptorContextMut<'_>,
+        _components: &RuntimeComponents,
+        cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        let pending = pending_of(context.input_mut());
+        cfg.interceptor_state().store_put(pending);
+        Ok(())
+    }
+
+    fn read_after_deserialization(
+        &self,
+        context: &AfterDeserializationInterceptorContextRef<'_>,
+        _components: &RuntimeComponents,
+        cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        let Some(pending) = cfg.load::<Pending>().cloned() else {
+            return Ok(());
+        };
+        let units = match context.output_or_error() {
+            Ok(output) => settle(&pending, output),
+            // A refused write (its condition) still costs its units; a
+            // failed read or request counts as its minimum.
+            Err(_) => [
+                pending
+                    .wru
+                    .max(f64::from(u8::from(pending.put_size.is_some()))),
+                if pending.read.is_some() { 0.5 } else { 0.0 },
+                pending.sqs,
+            ],
+        };
+        bill(cfg, units);
+        Ok(())
     }
 
     fn read_before_serialization(
@@ -57,6 +260,20 @@ pub fn render() -> String {
         out.push_str(&format!(
             "hooklane_aws_calls_total{{service=\"{service}\",operation=\"{op}\"}} {n}\n"
         ));
+    }
+    drop(calls);
+    let Ok(billed) = BILLED.lock() else {
+        return out;
+    };
+    out.push_str("# TYPE hooklane_aws_billed_total counter\n");
+    for ((service, op), units) in billed.iter() {
+        for (unit, n) in ["wru", "rru", "requests"].iter().zip(units) {
+            if *n > 0.0 {
+                out.push_str(&format!(
+                    "hooklane_aws_billed_total{{service=\"{service}\",operation=\"{op}\",unit=\"{unit}\"}} {n}\n"
+                ));
+            }
+        }
     }
     out
 }

@@ -16,6 +16,7 @@
 //! dead-letter queue with attributes that say why.
 
 pub mod calls;
+pub mod capacity;
 pub mod dlq;
 pub mod handlers;
 mod messages;
