@@ -78,15 +78,20 @@ fn whole(n: &serde_json::Number) -> Option<i64> {
 
 /// The body's bytes, or 413 over [`MAX_BODY`].
 pub fn bytes(body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
+    bytes_up_to(body, MAX_BODY)
+}
+
+/// The body's bytes, or 413 over `limit` (the route's body limit).
+pub fn bytes_up_to(body: Result<Bytes, BytesRejection>, limit: usize) -> Result<Bytes, ApiError> {
     let bytes = body.map_err(|rej| {
         if rej.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::too_large(MAX_BODY)
+            ApiError::too_large(limit)
         } else {
             ApiError::bad_request("body", "the body could not be read")
         }
     })?;
-    if bytes.len() > MAX_BODY {
-        return Err(ApiError::too_large(MAX_BODY));
+    if bytes.len() > limit {
+        return Err(ApiError::too_large(limit));
     }
     Ok(bytes)
 }

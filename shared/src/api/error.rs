@@ -13,7 +13,7 @@ use crate::ports::StoreError;
 pub const RETRY_AFTER: u64 = 5;
 
 /// An error answered to an API caller.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct ApiError {
     status: StatusCode,
     slug: &'static str,
@@ -170,17 +170,25 @@ impl From<StoreError> for ApiError {
     }
 }
 
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
+impl ApiError {
+    /// The problem document (RFC 9457) this error answers with.
+    pub fn problem(&self) -> serde_json::Value {
         let mut body = json!({
             "type": format!("urn:hooklane:problem:{}", self.slug),
             "title": self.title,
             "status": self.status.as_u16(),
             "detail": self.detail,
         });
-        if let Some(f) = self.field {
+        if let Some(f) = &self.field {
             body["field"] = json!(f);
         }
+        body
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = self.problem();
         let mut resp = (self.status, body.to_string()).into_response();
         resp.headers_mut().insert(
             header::CONTENT_TYPE,

@@ -19,7 +19,7 @@ use super::body::{self, Fields};
 use super::error::ApiError;
 use super::input::{self, rfc3339};
 use super::AppState;
-use crate::domain::{Event, EventId, EventType, OrderingKey};
+use crate::domain::{Event, EventId, EventType, OrderingKey, TenantId};
 use crate::ports::{Accepted, StoreError};
 
 /// The body every receiver gets, in this field order, serialized once at
@@ -65,14 +65,24 @@ fn accepted_view(e: &Event) -> Value {
     })
 }
 
-pub(super) async fn publish(
-    State(state): State<AppState>,
-    Path(tenant): Path<String>,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Response, ApiError> {
-    let tenant = input::tenant(&tenant)?;
-    let bytes = body::bytes(body)?;
-    let body = body::object(&bytes, &PUBLISH)?;
+/// The members of an event batch.
+pub(super) const BATCH: Fields = Fields {
+    allowed: &["events"],
+    required: &["events"],
+};
+
+/// The most events one batch holds.
+pub const BATCH_MAX_EVENTS: usize = 100;
+
+/// The largest batch body (each of its events at most [`body::MAX_BODY`]).
+pub const BATCH_MAX_BODY: usize = 1024 * 1024;
+
+/// One event of a publish request, checked and ready to accept.
+fn event_of(state: &AppState, tenant: &TenantId, bytes: &[u8]) -> Result<Event, ApiError> {
+    if bytes.len() > body::MAX_BODY {
+        return Err(ApiError::too_large(body::MAX_BODY));
+    }
+    let body = body::object(bytes, &PUBLISH)?;
     let event_type = EventType::parse(&body.required_string("type")?)
         .map_err(|e| ApiError::invalid("type", e.0))?;
     let id = match body.string("id")? {
@@ -99,20 +109,94 @@ pub(super) async fn publish(
         },
     )
     .map_err(ApiError::internal)?;
-    let event = Event {
+    Ok(Event {
         id,
-        tenant,
+        tenant: tenant.clone(),
         event_type,
         created_at,
         payload: payload.into(),
         ordering_key,
-    };
+    })
+}
+
+/// Accepts an event: 202 when new, 200 with the original when its id was
+/// published within the last 24 h (G12).
+async fn accept(state: &AppState, event: Event) -> Result<(StatusCode, Value), ApiError> {
     match state.engine.publish(event).await {
-        Ok(Accepted::New(e)) => Ok((StatusCode::ACCEPTED, Json(accepted_view(&e))).into_response()),
-        Ok(Accepted::Duplicate(e)) => Ok((StatusCode::OK, Json(accepted_view(&e))).into_response()),
+        Ok(Accepted::New(e)) => Ok((StatusCode::ACCEPTED, accepted_view(&e))),
+        Ok(Accepted::Duplicate(e)) => Ok((StatusCode::OK, accepted_view(&e))),
         Err(StoreError::Conflict(detail)) => Err(ApiError::conflict(Some("id"), detail)),
         Err(e) => Err(e.into()),
     }
+}
+
+pub(super) async fn publish(
+    State(state): State<AppState>,
+    Path(tenant): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let tenant = input::tenant(&tenant)?;
+    let bytes = body::bytes(body)?;
+    let event = event_of(&state, &tenant, &bytes)?;
+    let (status, view) = accept(&state, event).await?;
+    Ok((status, Json(view)).into_response())
+}
+
+/// `POST /event-batches`: up to [`BATCH_MAX_EVENTS`] events accepted one
+/// after another in the order given, each answered as `POST /events`
+/// would (`status` beside the answer), or refused alone with its problem.
+/// A body that is not a batch (not an object with `events`, not 1 to 100
+/// objects, over [`BATCH_MAX_BODY`]) is one problem and accepts nothing.
+///
+/// A storage failure stops the batch there: the events before it stay
+/// accepted, it and every later one answer the failure's status (503), so
+/// no event is accepted ahead of an earlier one of the batch that was not.
+pub(super) async fn publish_batch(
+    State(state): State<AppState>,
+    Path(tenant): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let tenant = input::tenant(&tenant)?;
+    let bytes = body::bytes_up_to(body, BATCH_MAX_BODY)?;
+    let body = body::object(&bytes, &BATCH)?;
+    let not_a_batch = || {
+        ApiError::invalid(
+            "events",
+            format!("`events` must be an array of 1 to {BATCH_MAX_EVENTS} event objects"),
+        )
+    };
+    let events: Vec<&RawValue> = body
+        .json_text("events")?
+        .and_then(|raw| serde_json::from_str(raw.get()).ok())
+        .ok_or_else(not_a_batch)?;
+    let objects = events.iter().all(|e| e.get().starts_with('{'));
+    if events.is_empty() || events.len() > BATCH_MAX_EVENTS || !objects {
+        return Err(not_a_batch());
+    }
+    let mut items = Vec::with_capacity(events.len());
+    let mut failed: Option<ApiError> = None;
+    for raw in events {
+        let answer = match &failed {
+            Some(e) => Err(e.clone()),
+            None => match event_of(&state, &tenant, raw.get().as_bytes()) {
+                Ok(event) => accept(&state, event).await,
+                Err(e) => Err(e),
+            },
+        };
+        items.push(match answer {
+            Ok((status, mut view)) => {
+                view["status"] = json!(status.as_u16());
+                view
+            }
+            Err(e) => {
+                if e.status().is_server_error() && failed.is_none() {
+                    failed = Some(e.clone());
+                }
+                json!({ "status": e.status().as_u16(), "problem": e.problem() })
+            }
+        });
+    }
+    Ok((StatusCode::OK, Json(json!({ "items": items }))).into_response())
 }
 
 pub(super) async fn read(

@@ -47,6 +47,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/tenants/{tenant}/subscriptions/{id}/attempts"),
     ("post", "/v1/tenants/{tenant}/subscriptions/{id}/enable"),
     ("post", "/v1/tenants/{tenant}/events"),
+    ("post", "/v1/tenants/{tenant}/event-batches"),
     ("get", "/v1/tenants/{tenant}/events/{id}"),
     ("get", "/v1/tenants/{tenant}/dead-letters"),
     ("post", "/v1/tenants/{tenant}/dead-letters/replay"),
@@ -91,6 +92,12 @@ pub const READS: &[(&str, &str, BodyReads, QueryReads)] = &[
         "post",
         "/v1/tenants/{tenant}/events",
         Some(&events::PUBLISH),
+        None,
+    ),
+    (
+        "post",
+        "/v1/tenants/{tenant}/event-batches",
+        Some(&events::BATCH),
         None,
     ),
     (
@@ -147,6 +154,10 @@ pub fn router(state: AppState) -> Router {
         .route("/subscriptions/{id}/attempts", get(subscriptions::attempts))
         .route("/subscriptions/{id}/enable", post(subscriptions::enable))
         .route("/events", post(events::publish))
+        .route(
+            "/event-batches",
+            post(events::publish_batch).layer(DefaultBodyLimit::max(events::BATCH_MAX_BODY)),
+        )
         .route("/events/{id}", get(events::read))
         .route("/dead-letters", get(dead_letters::list))
         .route("/dead-letters/replay", post(dead_letters::replay));
