@@ -183,7 +183,8 @@ pub fn start_pollers(engines: Engines, store: AwsStore, invocations: (usize, usi
     let s = store.settings().clone();
     let sqs = store.sqs();
     let (main, slow_pool) = invocations;
-    if let (Some(engine), Some(url)) = (slow, s.slow_queue_url.clone()) {
+    let polled = polled_queues();
+    if let (Some(engine), Some(url), true) = (slow, s.slow_queue_url.clone(), polled.2) {
         let del = delivery::Deliver {
             engine,
             store: store.clone().in_slow_pool(),
@@ -194,8 +195,24 @@ pub fn start_pollers(engines: Engines, store: AwsStore, invocations: (usize, usi
         });
         tokio::spawn(poll(sqs.clone(), url, handler, slow_pool));
     }
-    tokio::spawn(poll(sqs.clone(), s.ingest_queue_url, fan_handler, main));
-    tokio::spawn(poll(sqs.clone(), s.delivery_queue_url, del_handler, main));
+    if polled.0 {
+        tokio::spawn(poll(sqs.clone(), s.ingest_queue_url, fan_handler, main));
+    }
+    if polled.1 {
+        tokio::spawn(poll(sqs.clone(), s.delivery_queue_url, del_handler, main));
+    }
+}
+
+/// Which queues the stand-in polls: `HOOKLANE_LOCAL_POLL`, a comma list
+/// of `ingest`, `deliveries` and `slow` (default all three; empty: none,
+/// the API alone). A benchmark fills a queue with its poller off, then
+/// starts it, so that receives come full as under load.
+fn polled_queues() -> (bool, bool, bool) {
+    let Ok(list) = std::env::var("HOOKLANE_LOCAL_POLL") else {
+        return (true, true, true);
+    };
+    let has = |name: &str| list.split(',').any(|q| q.trim() == name);
+    (has("ingest"), has("deliveries"), has("slow"))
 }
 
 /// Serves the API and runs the workers over the AWS adapters until

@@ -24,6 +24,10 @@ const DDB_WRITE_UNIT: f64 = 0.625 / 1e6;
 const DDB_READ_UNIT: f64 = 0.125 / 1e6;
 const LAMBDA_ARM_GB_SECOND: f64 = 0.000_013_333_4;
 const LAMBDA_REQUEST: f64 = 0.20 / 1e6;
+/// Provisioned capacity: a write unit-hour $0.00065 (3,600 writes), a
+/// read unit-hour $0.00013 (3,600 strongly consistent reads).
+const PROVISIONED_WRITE_UNIT: f64 = 0.00065 / 3600.0;
+const PROVISIONED_READ_UNIT: f64 = 0.00013 / 3600.0;
 
 /// Starts moto from `.venv` on a free loopback port.
 fn moto() -> anyhow::Result<(Child, String)> {
@@ -78,48 +82,120 @@ fn billed(metrics: &str) -> BTreeMap<(String, String), [f64; 3]> {
     out
 }
 
-/// Runs `deliveries` deliveries over 10 subscriptions, published by
-/// `publishers` at once, and prints the calls and cost per delivery.
-pub async fn run(bin: &str, deliveries: u64, publishers: u64) -> anyhow::Result<()> {
+/// How a run publishes and delivers.
+#[derive(Clone, Copy, Debug)]
+pub struct Shape {
+    /// Events published.
+    pub events: u64,
+    /// Publishers at once (one at a time: 1).
+    pub publishers: u64,
+    /// Subscriptions each event matches (of 10; 1, 2, 5 or 10).
+    pub per_event: u64,
+    /// Fill each queue before its poller starts, so receives are full.
+    pub at_load: bool,
+}
+
+/// Runs the shape over 10 subscriptions and prints the calls and what
+/// they are billed per delivery.
+pub async fn run(bin: &str, shape: Shape) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        [1, 2, 5, 10].contains(&shape.per_event),
+        "--per-event is 1, 2, 5 or 10"
+    );
     let (mut moto, endpoint) = moto()?;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let result = measure(bin, &endpoint, deliveries, publishers.max(1)).await;
+    let result = measure(bin, &endpoint, shape).await;
     let _ = moto.kill();
     let _ = moto.wait();
     result
 }
 
-async fn measure(
-    bin: &str,
-    endpoint: &str,
-    deliveries: u64,
-    publishers: u64,
-) -> anyhow::Result<()> {
+/// The counts a process served now.
+async fn counts(api: &Api) -> anyhow::Result<Counts> {
+    let text = api.metrics_text().await?;
+    Ok((calls(&text), billed(&text)))
+}
+
+/// `after - before`, added to `sum`.
+fn add_diff(sum: &mut Counts, before: &Counts, after: &Counts) {
+    for (k, n) in &after.0 {
+        *sum.0.entry(k.clone()).or_default() += n - before.0.get(k).copied().unwrap_or(0);
+    }
+    for (k, units) in &after.1 {
+        let was = before.1.get(k).copied().unwrap_or_default();
+        let slot = sum.1.entry(k.clone()).or_default();
+        for i in 0..3 {
+            slot[i] += units[i] - was[i];
+        }
+    }
+}
+
+/// Waits until the process's calls stop changing for five seconds.
+async fn until_quiet(api: &Api) -> anyhow::Result<()> {
+    let mut last = counts(api).await?.0;
+    let mut quiet_since = Instant::now();
+    let end = Instant::now() + Duration::from_secs(600);
+    while quiet_since.elapsed() < Duration::from_secs(5) && Instant::now() < end {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let now = counts(api).await?.0;
+        if now != last {
+            (last, quiet_since) = (now, Instant::now());
+        }
+    }
+    Ok(())
+}
+
+async fn measure(bin: &str, endpoint: &str, shape: Shape) -> anyhow::Result<()> {
     let (addr, seen) = receiver().await?;
-    let env = [
-        ("AWS_ENDPOINT_URL", endpoint),
-        ("AWS_REGION", "us-east-1"),
-        ("AWS_ACCESS_KEY_ID", "bench"),
-        ("AWS_SECRET_ACCESS_KEY", "bench"),
-        ("HOOKLANE_COUNT_AWS_CALLS", "1"),
-        ("HOOKLANE_BACKEND", "aws"),
-    ];
-    let serve = Serve::start_aws(bin, &env).await?;
+    let deliveries = shape.events * shape.per_event;
+    let kinds = 10 / shape.per_event;
+    let prefix = format!("cost{}", std::process::id());
+    let env = |poll: &'static str| {
+        let mut env = vec![
+            ("AWS_ENDPOINT_URL", endpoint.to_owned()),
+            ("AWS_REGION", "us-east-1".into()),
+            ("AWS_ACCESS_KEY_ID", "bench".into()),
+            ("AWS_SECRET_ACCESS_KEY", "bench".into()),
+            ("HOOKLANE_COUNT_AWS_CALLS", "1".into()),
+            ("HOOKLANE_BACKEND", "aws".into()),
+        ];
+        if shape.at_load {
+            env.push(("HOOKLANE_LOCAL_POLL", poll.into()));
+        }
+        env
+    };
+    let start_on = |poll: &'static str| {
+        let env = env(poll);
+        let prefix = prefix.clone();
+        async move {
+            let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            Serve::start_aws_on(bin, &env, &prefix).await
+        }
+    };
+    let mut sum: Counts = Default::default();
+    // Publish (with every poller off when at load).
+    let serve = start_on("").await?;
     let api = Api::new(&serve);
     for i in 0..10 {
-        api.subscribe(&format!("http://{addr}/ok/{i}"), &[&format!("t.{i}")])
-            .await?;
+        api.subscribe(
+            &format!("http://{addr}/ok/{i}"),
+            &[&format!("t.{}", i % kinds)],
+        )
+        .await?;
     }
-    let text = api.metrics_text().await?;
-    let before = (calls(&text), billed(&text));
+    let before = counts(&api).await?;
     let start = Instant::now();
-    let tasks: Vec<_> = (0..publishers)
+    let tasks: Vec<_> = (0..shape.publishers)
         .map(|p| {
             let api = api.clone();
             tokio::spawn(async move {
-                for n in (p..deliveries).step_by(publishers as usize) {
-                    api.publish(&format!("c{n}"), &format!("t.{}", n % 10), &kib_payload())
-                        .await?;
+                for n in (p..shape.events).step_by(shape.publishers as usize) {
+                    api.publish(
+                        &format!("c{n}"),
+                        &format!("t.{}", n % kinds),
+                        &kib_payload(),
+                    )
+                    .await?;
                 }
                 anyhow::Ok(())
             })
@@ -127,6 +203,23 @@ async fn measure(
         .collect();
     for t in tasks {
         t.await??;
+    }
+    let mut last = (api, serve, before);
+    if shape.at_load {
+        // The ingest queue is full: fan it out with the delivery poller
+        // off, then deliver from a full delivery queue.
+        for poll in ["ingest", "deliveries,slow"] {
+            let after = counts(&last.0).await?;
+            add_diff(&mut sum, &last.2, &after);
+            drop(last);
+            let serve = start_on(poll).await?;
+            let api = Api::new(&serve);
+            let before = counts(&api).await?;
+            if poll == "ingest" {
+                until_quiet(&api).await?;
+            }
+            last = (api, serve, before);
+        }
     }
     let end = Instant::now() + Duration::from_secs(600);
     while seen.delivered.load(Ordering::Relaxed) < deliveries && Instant::now() < end {
@@ -136,11 +229,21 @@ async fn measure(
         seen.delivered.load(Ordering::Relaxed) >= deliveries,
         "not every delivery arrived"
     );
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    until_quiet(&last.0).await?;
     let elapsed = start.elapsed();
-    let text = api.metrics_text().await?;
-    let after = (calls(&text), billed(&text));
-    report(&before, &after, deliveries, elapsed);
+    let after = counts(&last.0).await?;
+    add_diff(&mut sum, &last.2, &after);
+    println!(
+        "{} events to {} subscription(s) each, {}",
+        shape.events,
+        shape.per_event,
+        if shape.at_load {
+            "at load (each queue filled before its poller started)".to_owned()
+        } else {
+            format!("{} publisher(s) at once", shape.publishers)
+        }
+    );
+    report(&sum, deliveries, (!shape.at_load).then_some(elapsed));
     Ok(())
 }
 
@@ -149,47 +252,55 @@ type Counts = (
     BTreeMap<(String, String), [f64; 3]>,
 );
 
-fn report(before: &Counts, after: &Counts, n: u64, elapsed: Duration) {
+fn report(sum: &Counts, n: u64, elapsed: Option<Duration>) {
     let (mut sqs, mut wru, mut rru) = (0.0, 0.0, 0.0);
     println!(
         "{:<10} {:<22} {:>9} {:>8} {:>8} {:>9}",
         "service", "operation", "calls", "WRU", "RRU", "SQS req"
     );
     println!("{:<33} (per delivery)", "");
-    for ((service, op), total) in &after.0 {
-        let key = (service.clone(), op.clone());
-        let calls = (total - before.0.get(&key).copied().unwrap_or(0)) as f64 / n as f64;
+    for ((service, op), total) in &sum.0 {
+        let calls = *total as f64 / n as f64;
         if calls == 0.0 {
             continue;
         }
-        let was = before.1.get(&key).copied().unwrap_or_default();
-        let now = after.1.get(&key).copied().unwrap_or_default();
-        let per: Vec<f64> = (0..3).map(|i| (now[i] - was[i]) / n as f64).collect();
+        let units = sum
+            .1
+            .get(&(service.clone(), op.clone()))
+            .copied()
+            .unwrap_or_default();
+        let per: Vec<f64> = units.iter().map(|u| u / n as f64).collect();
         println!(
             "{service:<10} {op:<22} {calls:>9.3} {:>8.3} {:>8.3} {:>9.3}",
             per[0], per[1], per[2]
         );
         (wru, rru, sqs) = (wru + per[0], rru + per[1], sqs + per[2]);
     }
-    // Lambda: two invocations per ten deliveries (ingest and delivery
-    // batches), each delivery's share of the run's time at 256 MB.
-    let lambda_secs = elapsed.as_secs_f64() / n as f64;
-    let lambda = lambda_secs * 0.25 * LAMBDA_ARM_GB_SECOND + 0.2 * LAMBDA_REQUEST;
     let (sqs_usd, wru_usd, rru_usd) = (
         sqs * SQS_FIFO_PER_REQUEST,
         wru * DDB_WRITE_UNIT,
         rru * DDB_READ_UNIT,
     );
-    let total = sqs_usd + wru_usd + rru_usd;
     println!("per million deliveries: SQS ${:.2} ({sqs:.2} billed requests each), DynamoDB writes ${:.2} ({wru:.2} WRU), reads ${:.2} ({rru:.2} RRU)",
         sqs_usd * 1e6, wru_usd * 1e6, rru_usd * 1e6);
     println!(
-        "total ${:.2} per million successful 1 KiB deliveries before Lambda (target <= $3.00 one at a time, $2.00 at load)",
-        total * 1e6
+        "total ${:.2} per million successful 1 KiB deliveries before Lambda and API Gateway (targets: $3.00 one at a time, $2.00 at load)",
+        (sqs_usd + wru_usd + rru_usd) * 1e6
     );
     println!(
-        "Lambda at most ${:.2} ({:.1} ms each: the run's wall time on the local server, an upper bound)",
-        lambda * 1e6,
-        lambda_secs * 1000.0
+        "with provisioned capacity at 70 % use: DynamoDB ${:.2}, total ${:.2}",
+        (wru * PROVISIONED_WRITE_UNIT + rru * PROVISIONED_READ_UNIT) / 0.7 * 1e6,
+        (sqs_usd + (wru * PROVISIONED_WRITE_UNIT + rru * PROVISIONED_READ_UNIT) / 0.7) * 1e6
     );
+    if let Some(elapsed) = elapsed {
+        // Two invocations per ten deliveries (ingest and delivery batches),
+        // each delivery's share of the run's time at 256 MB.
+        let lambda_secs = elapsed.as_secs_f64() / n as f64;
+        let lambda = lambda_secs * 0.25 * LAMBDA_ARM_GB_SECOND + 0.2 * LAMBDA_REQUEST;
+        println!(
+            "Lambda at most ${:.2} ({:.1} ms each: the run's wall time on the local server, an upper bound)",
+            lambda * 1e6,
+            lambda_secs * 1000.0
+        );
+    }
 }

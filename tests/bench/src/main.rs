@@ -73,9 +73,16 @@ enum Figure {
         #[arg(long, default_value_t = 500)]
         deliveries: u64,
         /// Publishers at once: 1 is the worst case (each receive finds one
-        /// message); more fills receive batches as load does on AWS.
+        /// message).
         #[arg(long, default_value_t = 1)]
         publishers: u64,
+        /// Subscriptions each event matches (1, 2, 5 or 10 of 10).
+        #[arg(long, default_value_t = 1)]
+        per_event: u64,
+        /// Fill each queue before its poller starts, so receives come full
+        /// as under load.
+        #[arg(long)]
+        at_load: bool,
     },
     /// 6: Lambda binary sizes and init time.
     Lambda(lambda::Args),
@@ -284,7 +291,17 @@ async fn main() -> anyhow::Result<()> {
         Figure::AwsCost {
             deliveries,
             publishers,
-        } => aws_cost::run(bin, deliveries, publishers).await?,
+            per_event,
+            at_load,
+        } => {
+            let shape = aws_cost::Shape {
+                events: deliveries / per_event.max(1),
+                publishers: publishers.max(1),
+                per_event,
+                at_load,
+            };
+            aws_cost::run(bin, shape).await?
+        }
         Figure::Lambda(args) => lambda::run(args).await?,
         Figure::Publish {
             count,

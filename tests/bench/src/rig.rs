@@ -161,16 +161,23 @@ impl Serve {
     /// Starts `bin serve` on the embedded backend with the rig's settings
     /// plus `extra` variables.
     pub async fn start(bin: &str, extra: &[(&str, &str)]) -> anyhow::Result<Self> {
-        Self::spawn(bin, extra, false).await
+        Self::spawn(bin, extra, None).await
     }
 
     /// Starts `bin serve --backend aws --create-resources` (the AWS
     /// endpoint and credentials come in `extra`).
-    pub async fn start_aws(bin: &str, extra: &[(&str, &str)]) -> anyhow::Result<Self> {
-        Self::spawn(bin, extra, true).await
+    /// `serve --backend aws` on the resources named `prefix` (created, or
+    /// found as an earlier process left them).
+    pub async fn start_aws_on(
+        bin: &str,
+        extra: &[(&str, &str)],
+        prefix: &str,
+    ) -> anyhow::Result<Self> {
+        Self::spawn(bin, extra, Some(prefix)).await
     }
 
-    async fn spawn(bin: &str, extra: &[(&str, &str)], aws: bool) -> anyhow::Result<Self> {
+    /// `aws`: on the AWS backend, with the resources of that prefix.
+    async fn spawn(bin: &str, extra: &[(&str, &str)], aws: Option<&str>) -> anyhow::Result<Self> {
         let dir = tempfile::tempdir()?;
         let port = std::net::TcpListener::bind("127.0.0.1:0")?
             .local_addr()?
@@ -178,14 +185,13 @@ impl Serve {
         let mut cmd = Command::new(bin);
         cmd.args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--db"])
             .arg(dir.path().join("bench.db"));
-        if aws {
-            let prefix = format!("bench{port}");
+        if let Some(prefix) = aws {
             cmd.args([
                 "--backend",
                 "aws",
                 "--create-resources",
                 "--resource-prefix",
-                &prefix,
+                prefix,
             ]);
         }
         cmd.env("HOOKLANE_API_TOKEN", TOKEN)

@@ -62,18 +62,29 @@ impl AwsStore {
         lease_until: OffsetDateTime,
         token: &str,
     ) -> StoreResult<bool> {
-        let res = self
+        // A first attempt's record is not in the `gsi1` index yet: its
+        // outcome puts it there (one index write per delivery, not two).
+        // Until then `GET /events/{id}` shows it pending, as it is.
+        let mut expression = "SET attempts = :next, tenant = :t, subscription_id = :s, \
+             event_id = :e, event_type = :ty, #state = :pending, attempt_token = :token, \
+             first_attempt_at = if_not_exists(first_attempt_at, :now), last_attempt_at = :now, \
+             next_attempt_at = :lease, expires_at = :exp, lane = :lane"
+            .to_owned();
+        if d.attempts > 0 {
+            expression.push_str(", gsi1pk = :g1, gsi1sk = :s");
+        }
+        let mut req = self
             .ddb
             .update_item()
             .table_name(&self.settings.table)
             .key("pk", string_attr(record_pk(&d.subscription_id)))
             .key("sk", string_attr(record_sk(&d.event_id)))
-            .update_expression(
-                "SET attempts = :next, tenant = :t, subscription_id = :s, \
-                 event_id = :e, event_type = :ty, #state = :pending, attempt_token = :token, \
-                 first_attempt_at = if_not_exists(first_attempt_at, :now), last_attempt_at = :now, \
-                 next_attempt_at = :lease, gsi1pk = :g1, gsi1sk = :s, expires_at = :exp, lane = :lane",
-            )
+            .update_expression(expression);
+        if d.attempts > 0 {
+            req = req
+                .expression_attribute_values(":g1", string_attr(by_event_pk(&d.tenant, &d.event_id)));
+        }
+        let res = req
             .condition_expression(
                 "(attribute_not_exists(pk) AND :n = :zero) OR (#state = :pending AND attempts = :n) \
                  OR attempt_token = :token",
@@ -91,7 +102,6 @@ impl AwsStore {
             .expression_attribute_values(":pending", string_attr("pending"))
             .expression_attribute_values(":now", number_attr(ms(now)))
             .expression_attribute_values(":lease", number_attr(ms(lease_until)))
-            .expression_attribute_values(":g1", string_attr(by_event_pk(&d.tenant, &d.event_id)))
             .expression_attribute_values(":exp", number_attr(now.unix_timestamp() + RETENTION_SECS))
             .send()
             .await;
@@ -111,8 +121,16 @@ impl AwsStore {
             .key("sk", string_attr(record_sk(&d.event_id)))
             .expression_attribute_names("#state", "state")
             .expression_attribute_values(":pending", string_attr("pending"))
-            .expression_attribute_values(":updated", number_attr(ms(now)));
-        let mut set = vec!["#state = :state", "updated_at = :updated"];
+            .expression_attribute_values(":updated", number_attr(ms(now)))
+            .expression_attribute_values(":g1", string_attr(by_event_pk(&d.tenant, &d.event_id)))
+            .expression_attribute_values(":sub", string_attr(d.subscription_id.as_str()));
+        // Into the `gsi1` index (a first attempt's record is not in it yet).
+        let mut set = vec![
+            "#state = :state",
+            "updated_at = :updated",
+            "gsi1pk = :g1",
+            "gsi1sk = :sub",
+        ];
         if let Some(code) = last.and_then(|a| a.status_code) {
             set.push("last_status = :status");
             req = req.expression_attribute_values(":status", number_attr(code));
