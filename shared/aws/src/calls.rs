@@ -50,13 +50,22 @@ impl Storable for Pending {
     type Storer = StoreReplace<Self>;
 }
 
-fn bill(cfg: &ConfigBag, units: [f64; 3]) {
+/// Where an empty receive is billed: apart from the receives that brought
+/// work, since a poller makes them at its own pace whatever the load.
+pub const EMPTY_RECEIVE: &str = "ReceiveMessage (empty)";
+
+fn bill(cfg: &ConfigBag, units: [f64; 3], empty_receive: bool) {
     let Some(meta) = cfg.load::<Metadata>() else {
         return;
     };
+    let op = if empty_receive {
+        EMPTY_RECEIVE
+    } else {
+        meta.name()
+    };
     if let Ok(mut billed) = BILLED.lock() {
         let entry = billed
-            .entry((meta.service().to_owned(), meta.name().to_owned()))
+            .entry((meta.service().to_owned(), op.to_owned()))
             .or_default();
         for (total, add) in entry.iter_mut().zip(units) {
             *total += add;
@@ -217,6 +226,10 @@ impl Intercept for CountCalls {
         let Some(pending) = cfg.load::<Pending>().cloned() else {
             return Ok(());
         };
+        let empty_receive = context.output_or_error().is_ok_and(|o| {
+            o.downcast_ref::<sqs::receive_message::ReceiveMessageOutput>()
+                .is_some_and(|r| r.messages().is_empty())
+        });
         let units = match context.output_or_error() {
             Ok(output) => settle(&pending, output),
             // A refused write (its condition) still costs its units; a
@@ -229,7 +242,7 @@ impl Intercept for CountCalls {
                 pending.sqs,
             ],
         };
-        bill(cfg, units);
+        bill(cfg, units, empty_receive);
         Ok(())
     }
 

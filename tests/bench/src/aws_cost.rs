@@ -18,6 +18,9 @@ use anyhow::Context as _;
 
 use crate::rig::{kib_payload, receiver, Api, Serve};
 
+/// Where the counting server bills empty receives (`hooklane_aws::calls`).
+const EMPTY_RECEIVE: &str = "ReceiveMessage (empty)";
+
 /// us-east-1 on-demand prices (USD), as published in 2026.
 const SQS_FIFO_PER_REQUEST: f64 = 0.50 / 1e6;
 const DDB_WRITE_UNIT: f64 = 0.625 / 1e6;
@@ -130,14 +133,23 @@ fn add_diff(sum: &mut Counts, before: &Counts, after: &Counts) {
     }
 }
 
-/// Waits until the process's calls stop changing for five seconds.
+/// Calls other than receives (pollers receive all the time, even from an
+/// empty queue).
+async fn work(api: &Api) -> anyhow::Result<BTreeMap<(String, String), u64>> {
+    let mut calls = counts(api).await?.0;
+    calls.retain(|(_, op), _| op != "ReceiveMessage");
+    Ok(calls)
+}
+
+/// Waits until the process's calls (receives aside) stop changing for
+/// five seconds.
 async fn until_quiet(api: &Api) -> anyhow::Result<()> {
-    let mut last = counts(api).await?.0;
+    let mut last = work(api).await?;
     let mut quiet_since = Instant::now();
     let end = Instant::now() + Duration::from_secs(600);
     while quiet_since.elapsed() < Duration::from_secs(5) && Instant::now() < end {
         tokio::time::sleep(Duration::from_millis(500)).await;
-        let now = counts(api).await?.0;
+        let now = work(api).await?;
         if now != last {
             (last, quiet_since) = (now, Instant::now());
         }
@@ -259,23 +271,42 @@ fn report(sum: &Counts, n: u64, elapsed: Option<Duration>) {
         "service", "operation", "calls", "WRU", "RRU", "SQS req"
     );
     println!("{:<33} (per delivery)", "");
-    for ((service, op), total) in &sum.0 {
-        let calls = *total as f64 / n as f64;
+    // Empty receives are billed apart (one request each): a poller makes
+    // them at its own pace, not per delivery.
+    let empty_key = ("SQS".to_owned(), EMPTY_RECEIVE.to_owned());
+    let empty = sum.1.get(&empty_key).map_or(0.0, |u| u[2]);
+    let mut idle = 0.0;
+    let mut keys: Vec<&(String, String)> = sum.0.keys().chain(sum.1.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    for key in keys {
+        let (service, op) = key;
+        let mut calls = sum.0.get(key).copied().unwrap_or(0) as f64;
+        if op == "ReceiveMessage" {
+            calls -= empty;
+        }
+        if op == EMPTY_RECEIVE {
+            calls = empty;
+        }
+        let calls = calls / n as f64;
         if calls == 0.0 {
             continue;
         }
-        let units = sum
-            .1
-            .get(&(service.clone(), op.clone()))
-            .copied()
-            .unwrap_or_default();
+        let units = sum.1.get(key).copied().unwrap_or_default();
         let per: Vec<f64> = units.iter().map(|u| u / n as f64).collect();
         println!(
             "{service:<10} {op:<22} {calls:>9.3} {:>8.3} {:>8.3} {:>9.3}",
             per[0], per[1], per[2]
         );
+        if op == EMPTY_RECEIVE {
+            idle = per[2];
+            continue;
+        }
         (wru, rru, sqs) = (wru + per[0], rru + per[1], sqs + per[2]);
     }
+    println!(
+        "(the empty receives, {idle:.3} a delivery here, are the pollers' idle cost and not counted below: on AWS about 3 a minute per poller and queue, whatever the load)"
+    );
     let (sqs_usd, wru_usd, rru_usd) = (
         sqs * SQS_FIFO_PER_REQUEST,
         wru * DDB_WRITE_UNIT,

@@ -81,8 +81,10 @@ impl AwsStore {
             .key("sk", string_attr(record_sk(&d.event_id)))
             .update_expression(expression);
         if d.attempts > 0 {
-            req = req
-                .expression_attribute_values(":g1", string_attr(by_event_pk(&d.tenant, &d.event_id)));
+            req = req.expression_attribute_values(
+                ":g1",
+                string_attr(by_event_pk(&d.tenant, &d.event_id)),
+            );
         }
         let res = req
             .condition_expression(
