@@ -98,17 +98,24 @@ impl TenantLanes {
     }
 }
 
+type UpdateBuilder = aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
+
 impl AwsStore {
+    /// An `UpdateItem` of one of a tenant's items (its expression to come).
+    fn tenant_item(&self, tenant: &TenantId, sk: String) -> UpdateBuilder {
+        self.ddb
+            .update_item()
+            .table_name(&self.settings.table)
+            .key("pk", string_attr(tenant_pk(tenant)))
+            .key("sk", string_attr(sk))
+    }
+
     /// Adds `delta` to a tenant's lane counter.
     pub(crate) async fn count_lanes(&self, tenant: &TenantId, delta: i64) -> StoreResult<()> {
         if delta == 0 {
             return Ok(());
         }
-        self.ddb
-            .update_item()
-            .table_name(&self.settings.table)
-            .key("pk", string_attr(tenant_pk(tenant)))
-            .key("sk", string_attr(LANES_SK))
+        self.tenant_item(tenant, LANES_SK.to_owned())
             .update_expression("ADD lanes :d")
             .expression_attribute_values(":d", number_attr(delta))
             .send()
@@ -176,11 +183,7 @@ impl AwsStore {
             .map(|s| i64::from(s.lanes.get()))
             .sum();
         let res = self
-            .ddb
-            .update_item()
-            .table_name(&self.settings.table)
-            .key("pk", string_attr(tenant_pk(tenant)))
-            .key("sk", string_attr(LANES_SK))
+            .tenant_item(tenant, LANES_SK.to_owned())
             .update_expression("ADD lanes :n SET seeded = :t")
             .condition_expression("attribute_not_exists(seeded)")
             .expression_attribute_values(":n", number_attr(lanes))
@@ -256,11 +259,7 @@ impl AwsStore {
         until: OffsetDateTime,
     ) -> StoreResult<bool> {
         let res = self
-            .ddb
-            .update_item()
-            .table_name(&self.settings.table)
-            .key("pk", string_attr(tenant_pk(tenant)))
-            .key("sk", string_attr(slot_sk(shard)))
+            .tenant_item(tenant, slot_sk(shard))
             .update_expression("SET held.#lease = :until")
             // `attribute_exists` first: the same on DynamoDB, and the local
             // AWS-compatible server fails on `size` of a missing attribute.
@@ -288,11 +287,7 @@ impl AwsStore {
         // Clear the expired leases (still as read) and take one, as long as
         // what is left has room.
         let mut req = self
-            .ddb
-            .update_item()
-            .table_name(&self.settings.table)
-            .key("pk", string_attr(tenant_pk(tenant)))
-            .key("sk", string_attr(slot_sk(shard)))
+            .tenant_item(tenant, slot_sk(shard))
             .expression_attribute_names("#lease", lease)
             .expression_attribute_values(":until", number_attr(ms(until)))
             .expression_attribute_values(":cap", number_attr((cap + expired.len()) as i64));
@@ -348,11 +343,7 @@ impl AwsStore {
         let TenantSlot::Held { shard, lease } = slot else {
             return Ok(());
         };
-        self.ddb
-            .update_item()
-            .table_name(&self.settings.table)
-            .key("pk", string_attr(tenant_pk(&d.tenant)))
-            .key("sk", string_attr(slot_sk(shard)))
+        self.tenant_item(&d.tenant, slot_sk(shard))
             .update_expression("REMOVE held.#lease")
             .expression_attribute_names("#lease", lease)
             .send()
