@@ -86,12 +86,24 @@ async fn an_event_refused_alone_does_not_refuse_the_rest(backend: Backend) {
     assert_eq!(items[2]["problem"]["field"], "data");
     assert_eq!(items[3]["problem"]["field"], "colour");
     assert_eq!(items[4]["problem"]["status"], 413);
+    // `data` no reader can use (a lone surrogate) is refused with its
+    // event alone.
+    let raw = br#"{"events":[{"type":"a.b","data":{"n":7}},{"type":"a.b","data":"\uD800"}]}"#;
+    let a = send_raw(&server, "POST", BATCHES, raw).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(a.body["items"][0]["status"], 202, "{}", a.body);
+    assert_eq!(a.body["items"][1]["status"], 422, "{}", a.body);
+    assert_eq!(a.body["items"][1]["problem"]["field"], "data", "{}", a.body);
     assert!(
-        eventually(Duration::from_secs(60), || arrived(&rx).len() >= 2).await,
-        "the two accepted events arrive"
+        eventually(Duration::from_secs(60), || arrived(&rx).len() >= 3).await,
+        "the three accepted events arrive"
     );
     tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(arrived(&rx), vec![1, 6], "only the accepted events arrive");
+    assert_eq!(
+        arrived(&rx),
+        vec![1, 6, 7],
+        "only the accepted events arrive"
+    );
 }
 
 async fn event_ids_are_idempotent_within_a_batch_and_across_batches(backend: Backend) {

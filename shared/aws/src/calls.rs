@@ -44,6 +44,9 @@ struct Pending {
     put_size: Option<(usize, f64)>,
     /// A read, and whether strongly consistent.
     read: Option<bool>,
+    /// A single-item write (put, update, delete): at least one unit, even
+    /// refused by its condition.
+    write: bool,
 }
 
 impl Storable for Pending {
@@ -82,10 +85,13 @@ fn pending_of(input: &mut aws_smithy_runtime_api::client::interceptors::context:
             p.put_size = Some((item_size(item), capacity::indexes_of(item) as f64));
         }
         i.return_values.get_or_insert(ReturnValue::AllOld);
+        p.write = true;
     } else if let Some(i) = input.downcast_mut::<ddb::update_item::UpdateItemInput>() {
         i.return_values.get_or_insert(ReturnValue::AllNew);
+        p.write = true;
     } else if let Some(i) = input.downcast_mut::<ddb::delete_item::DeleteItemInput>() {
         i.return_values.get_or_insert(ReturnValue::AllOld);
+        p.write = true;
     } else if let Some(i) = input.downcast_ref::<ddb::get_item::GetItemInput>() {
         p.read = Some(i.consistent_read == Some(true));
     } else if let Some(i) = input.downcast_ref::<ddb::query::QueryInput>() {
@@ -235,9 +241,7 @@ impl Intercept for CountCalls {
             // A refused write (its condition) still costs its units; a
             // failed read or request counts as its minimum.
             Err(_) => [
-                pending
-                    .wru
-                    .max(f64::from(u8::from(pending.put_size.is_some()))),
+                pending.wru.max(f64::from(u8::from(pending.write))),
                 if pending.read.is_some() { 0.5 } else { 0.0 },
                 pending.sqs,
             ],

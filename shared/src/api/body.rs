@@ -146,8 +146,8 @@ impl<'a> Body<'a> {
         self.members.is_empty()
     }
 
-    /// A member's JSON text as given.
-    fn raw(&self, key: &str) -> Option<&'a RawValue> {
+    /// A member's JSON text as given, unchecked.
+    pub(super) fn raw(&self, key: &str) -> Option<&'a RawValue> {
         self.members.iter().find(|(k, _)| k == key).map(|(_, v)| *v)
     }
 

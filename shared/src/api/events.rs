@@ -149,8 +149,9 @@ pub(super) async fn publish(
 /// objects, over [`BATCH_MAX_BODY`]) is one problem and accepts nothing.
 ///
 /// A storage failure stops the batch there: the events before it stay
-/// accepted, it and every later one answer the failure's status (503), so
-/// no event is accepted ahead of an earlier one of the batch that was not.
+/// accepted, it and every later one answer the failure's status (5xx: 503
+/// when storage is unavailable), so no event is accepted ahead of an
+/// earlier one of the batch that was not.
 pub(super) async fn publish_batch(
     State(state): State<AppState>,
     Path(tenant): Path<String>,
@@ -165,8 +166,10 @@ pub(super) async fn publish_batch(
             format!("`events` must be an array of 1 to {BATCH_MAX_EVENTS} event objects"),
         )
     };
+    // Unchecked here: each event's `data` is checked with the event, so a
+    // bad one is refused alone.
     let events: Vec<&RawValue> = body
-        .json_text("events")?
+        .raw("events")
         .and_then(|raw| serde_json::from_str(raw.get()).ok())
         .ok_or_else(not_a_batch)?;
     let objects = events.iter().all(|e| e.get().starts_with('{'));

@@ -64,7 +64,10 @@ impl AwsStore {
     ) -> StoreResult<bool> {
         // A first attempt's record is not in the `gsi1` index yet: its
         // outcome puts it there (one index write per delivery, not two).
-        // Until then `GET /events/{id}` shows it pending, as it is.
+        // Until then `GET /events/{id}` shows the delivery as the queued
+        // one of a matching subscription (pending, no attempts yet), as
+        // before any attempt; a crash in the attempt keeps it so until the
+        // retry's start.
         let mut expression = "SET attempts = :next, tenant = :t, subscription_id = :s, \
              event_id = :e, event_type = :ty, #state = :pending, attempt_token = :token, \
              first_attempt_at = if_not_exists(first_attempt_at, :now), last_attempt_at = :now, \

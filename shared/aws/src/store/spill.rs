@@ -87,8 +87,9 @@ pub(crate) fn lanes_that_spilled(item: &Item) -> Vec<u16> {
     lanes
 }
 
-/// How a spill transaction ended.
-enum Txn {
+/// How a transaction ended.
+pub(super) enum Txn {
+    /// Applied.
     Done,
     /// The condition of the action at this index did not hold.
     ConditionFailed(usize),
@@ -159,7 +160,7 @@ impl AwsStore {
 
     /// Runs one transaction; tries again when a concurrent transaction on
     /// the same items cancelled it.
-    async fn transact(&self, actions: Vec<TransactWriteItem>) -> StoreResult<Txn> {
+    pub(super) async fn transact(&self, actions: Vec<TransactWriteItem>) -> StoreResult<Txn> {
         let mut tries = 0;
         loop {
             tries += 1;

@@ -238,8 +238,9 @@ impl SubscriptionStore for AwsStore {
         // Idempotent (see `write_token`): a retried put of this insert
         // whose answer was lost succeeds rather than failing the create.
         // With the tenant's lane counter in one transaction
-        // ([`super::tenant_share`]); its request token makes a retry of it
-        // a no-op rather than a second count.
+        // ([`super::tenant_share`]), tried again when another transaction
+        // on the counter cancels it. A retry of one whose answer was lost
+        // counts its lanes twice: the counter errs high, never low.
         let token = super::write_token();
         let mut item = to_item(sub)?;
         item.insert("insert_token".into(), string_attr(&token));
@@ -250,19 +251,18 @@ impl SubscriptionStore for AwsStore {
             .expression_attribute_values(":token", string_attr(&token))
             .build()
             .map_err(backend)?;
-        self.ddb
-            .transact_write_items()
-            .transact_items(
-                aws_sdk_dynamodb::types::TransactWriteItem::builder()
-                    .put(put)
-                    .build(),
-            )
-            .transact_items(self.count_lanes_in(&sub.tenant, i64::from(sub.lanes.get()))?)
-            .client_request_token(token)
-            .send()
-            .await
-            .map_err(backend)?;
-        Ok(())
+        let put = aws_sdk_dynamodb::types::TransactWriteItem::builder()
+            .put(put)
+            .build();
+        let count = self.count_lanes_in(&sub.tenant, i64::from(sub.lanes.get()))?;
+        match self.transact(vec![put, count]).await? {
+            super::spill::Txn::Done => Ok(()),
+            super::spill::Txn::ConditionFailed(_) => {
+                Err(hooklane_core::ports::StoreError::Conflict(
+                    "a subscription with this id exists".into(),
+                ))
+            }
+        }
     }
 
     async fn get(
@@ -298,9 +298,11 @@ impl SubscriptionStore for AwsStore {
         let Some(was) = self.placement(&sub.tenant, &sub.id).await? else {
             return Ok(false);
         };
-        // The tenant's lane counter errs high: more lanes are counted
-        // before they are written, fewer after (`tenant_share`). The write
-        // holds only if `lanes` is still what the count was taken from.
+        // The tenant's lane counter errs high (`tenant_share`): more lanes
+        // are counted before they are written; fewer are never uncounted
+        // (the old lanes deliver until their fences pass, and a retried
+        // decrement would count low). The write holds only if `lanes` is
+        // still what the count was taken from.
         let delta = i64::from(sub.lanes.get()) - i64::from(was.lanes.get());
         if delta > 0 {
             self.count_lanes(&sub.tenant, delta).await?;
@@ -331,10 +333,6 @@ impl SubscriptionStore for AwsStore {
         let res = req.send().await;
         self.placements.forget(&sub.id);
         match res {
-            Ok(_) if delta < 0 => {
-                self.count_lanes(&sub.tenant, delta).await?;
-                Ok(true)
-            }
             Ok(_) => Ok(true),
             // Gone, or its lanes changed since they were read: read again.
             Err(e) if is_condition_failed(&e) => {
@@ -367,7 +365,7 @@ impl SubscriptionStore for AwsStore {
                 "attribute_exists(pk) AND (attribute_not_exists(deleted_at) OR delete_token = :token)",
             )
             .expression_attribute_values(":now", number_attr(now))
-            .expression_attribute_values(":token", string_attr(token))
+            .expression_attribute_values(":token", string_attr(&token))
             .send()
             .await;
         let item = match res {
@@ -375,15 +373,15 @@ impl SubscriptionStore for AwsStore {
             Err(e) if is_condition_failed(&e) => return Ok(None),
             Err(e) => return Err(backend(e)),
         };
-        if let Some(lanes) = super::get_n(&item, "lanes") {
-            self.count_lanes(tenant, -lanes).await?;
-        }
         // Queued messages are dropped when the delivery function meets
         // them; spilled ones never reach the queue. Every lane that ever
         // spilled has its counter on the item.
         let mut dropped = 0;
         for lane in super::spill::lanes_that_spilled(&item) {
             dropped += self.drop_spilled((tenant, id, lane)).await?;
+        }
+        if let Some(lanes) = super::get_n(&item, "lanes") {
+            self.uncount_lanes(tenant, lanes, &token).await;
         }
         Ok(Some(dropped))
     }

@@ -10,9 +10,13 @@
 //! (`T#{tenant}`, `Q#lanes`), read eventually consistent and kept for
 //! [`FRESH`] per process: half a read unit per tenant per ten seconds per
 //! function instance. The counter errs high, never low: a lane increase is
-//! counted before it is written, a decrease and a deletion after (a crash
-//! in between leaves it high, which costs bookkeeping, not the bound).
-//! A tenant whose lanes pass the bound is bounded within [`FRESH`].
+//! counted before it is written (with the insert, in one transaction), a
+//! decrease never (old lanes deliver until their fences pass), a deletion
+//! after its tombstone, best effort and at most once (a request token). A
+//! tenant never counted whole (registered before the counter existed) is
+//! counted from its subscriptions at its first delivery. A high counter
+//! costs bookkeeping, not the bound. A tenant whose lanes pass the bound is
+//! bounded within [`FRESH`].
 //!
 //! A tenant over the bound takes a lease before each attempt and gives it
 //! back right after the request, in slot items (`T#{tenant}`,
@@ -146,9 +150,9 @@ impl AwsStore {
             .build())
     }
 
-    /// A tenant's lane count (an upper bound), as read at most [`FRESH`]
-    /// ago.
-    async fn tenant_lane_count(&self, tenant: &TenantId) -> StoreResult<i64> {
+    /// A tenant's lane count (an upper bound) as the bound reads it: read
+    /// at most [`FRESH`] ago, counted whole first if it never was.
+    pub async fn tenant_lane_count(&self, tenant: &TenantId) -> StoreResult<i64> {
         if let Some(n) = self.tenant_lanes.fresh(tenant) {
             return Ok(n);
         }
@@ -162,49 +166,84 @@ impl AwsStore {
             .await
             .map_err(backend)?
             .item;
-        let n = match item.as_ref().and_then(|i| get_n(i, "lanes")) {
-            Some(n) => n,
-            // No counter: a tenant registered before there was one (or
-            // none at all). Count its lanes once and add them.
-            None => self.seed_lane_count(tenant).await?,
+        let n = match item.as_ref().filter(|i| i.contains_key("seeded")) {
+            Some(i) => get_n(i, "lanes").unwrap_or(0),
+            // Never counted whole: a tenant registered before there was a
+            // counter (its changes since may have made one), or a new one.
+            None => self.seed_lane_count(tenant, item.as_ref()).await?,
         };
         self.tenant_lanes.note(tenant, n);
         Ok(n)
     }
 
-    /// Counts a tenant's lanes from its subscriptions and adds them to its
-    /// counter, once (`seeded`). A registration racing with it is counted
-    /// once or twice, never not at all (the counter errs high).
-    async fn seed_lane_count(&self, tenant: &TenantId) -> StoreResult<i64> {
+    /// Counts a tenant's lanes from its subscriptions and sets the counter
+    /// to that, once (`seeded`), on condition it is still what was read:
+    /// a registration racing with the count cancels the write, and the
+    /// next read counts again. A decrement is applied only once seeded
+    /// ([`AwsStore::uncount_lanes`]).
+    async fn seed_lane_count(&self, tenant: &TenantId, read: Option<&Item>) -> StoreResult<i64> {
+        let seen = read.and_then(|i| get_n(i, "lanes"));
         let lanes: i64 = self
             .live_subscriptions(tenant)
             .await?
             .iter()
             .map(|s| i64::from(s.lanes.get()))
             .sum();
-        let res = self
+        let mut req = self
             .tenant_item(tenant, LANES_SK.to_owned())
-            .update_expression("ADD lanes :n SET seeded = :t")
-            .condition_expression("attribute_not_exists(seeded)")
+            .update_expression("SET lanes = :n, seeded = :t")
             .expression_attribute_values(":n", number_attr(lanes))
-            .expression_attribute_values(":t", AttributeValue::Bool(true))
-            .return_values(aws_sdk_dynamodb::types::ReturnValue::AllNew)
-            .send()
-            .await;
-        match res {
-            Ok(out) => Ok(out
-                .attributes
-                .as_ref()
-                .and_then(|i| get_n(i, "lanes"))
-                .unwrap_or(lanes)),
-            // Seeded meanwhile by another process.
-            Err(e) if is_condition_failed(&e) => Ok(self
-                .get_consistent(tenant_pk(tenant), LANES_SK.to_owned())
-                .await?
-                .as_ref()
-                .and_then(|i| get_n(i, "lanes"))
-                .unwrap_or(lanes)),
-            Err(e) => Err(backend(e)),
+            .expression_attribute_values(":t", AttributeValue::Bool(true));
+        req = match seen {
+            Some(seen) => req
+                .condition_expression("attribute_not_exists(seeded) AND lanes = :seen")
+                .expression_attribute_values(":seen", number_attr(seen)),
+            None => req.condition_expression(
+                "attribute_not_exists(seeded) AND attribute_not_exists(lanes)",
+            ),
+        };
+        // Not written (raced): the higher of the two is an upper bound for
+        // now, and the next read after [`FRESH`] counts again.
+        if super::took_effect(req.send().await)? {
+            return Ok(lanes);
+        }
+        Ok(lanes.max(seen.unwrap_or(0)))
+    }
+
+    /// Takes a deleted subscription's lanes off its tenant's counter, once
+    /// seeded (before, the count leaves the deleted one out), in a
+    /// transaction whose request token makes a retry of it a no-op. Best
+    /// effort: a counter left high costs bookkeeping, not the bound.
+    pub(crate) async fn uncount_lanes(&self, tenant: &TenantId, lanes: i64, token: &str) {
+        let update = aws_sdk_dynamodb::types::Update::builder()
+            .table_name(&self.settings.table)
+            .key("pk", string_attr(tenant_pk(tenant)))
+            .key("sk", string_attr(LANES_SK))
+            .update_expression("ADD lanes :d")
+            .condition_expression("attribute_exists(seeded)")
+            .expression_attribute_values(":d", number_attr(-lanes))
+            .build();
+        let res = match update {
+            Ok(update) => self
+                .ddb
+                .transact_write_items()
+                .transact_items(
+                    aws_sdk_dynamodb::types::TransactWriteItem::builder()
+                        .update(update)
+                        .build(),
+                )
+                .client_request_token(token)
+                .send()
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        self.tenant_lanes.forget(tenant);
+        if let Err(e) = res {
+            if !e.contains("ConditionalCheckFailed") {
+                tracing::warn!(tenant = tenant.as_str(), error = %e, "uncounting a deleted subscription's lanes failed; the counter stays high");
+            }
         }
     }
 
@@ -263,7 +302,11 @@ impl AwsStore {
             .update_expression("SET held.#lease = :until")
             // `attribute_exists` first: the same on DynamoDB, and the local
             // AWS-compatible server fails on `size` of a missing attribute.
-            .condition_expression("attribute_exists(held) AND size(held) < :cap")
+            // Or its own lease already there: a retry of this write whose
+            // answer was lost.
+            .condition_expression(
+                "attribute_exists(held) AND (size(held) < :cap OR attribute_exists(held.#lease))",
+            )
             .expression_attribute_names("#lease", lease)
             .expression_attribute_values(":until", number_attr(ms(until)))
             .expression_attribute_values(":cap", number_attr(cap as i64))
@@ -292,7 +335,7 @@ impl AwsStore {
             .expression_attribute_values(":until", number_attr(ms(until)))
             .expression_attribute_values(":cap", number_attr((cap + expired.len()) as i64));
         let mut remove = Vec::new();
-        let mut still = vec!["size(held) < :cap".to_owned()];
+        let mut still = vec!["(size(held) < :cap OR attribute_exists(held.#lease))".to_owned()];
         for (i, (id, exp)) in expired.iter().enumerate() {
             remove.push(format!("held.#x{i}"));
             still.push(format!("held.#x{i} = :x{i}"));
@@ -327,7 +370,12 @@ impl AwsStore {
             .item("pk", string_attr(tenant_pk(tenant)))
             .item("sk", string_attr(slot_sk(shard)))
             .item("held", AttributeValue::M(held))
-            .condition_expression("attribute_not_exists(held)")
+            // Or holding only this lease: a retry whose answer was lost.
+            .condition_expression(
+                "attribute_not_exists(held) OR (size(held) = :one AND attribute_exists(held.#lease))",
+            )
+            .expression_attribute_names("#lease", lease)
+            .expression_attribute_values(":one", number_attr(1))
             .send()
             .await;
         super::took_effect(res)
