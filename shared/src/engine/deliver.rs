@@ -57,9 +57,15 @@ impl Engine {
         };
         let lease = now + self.config.attempt_timeout + Duration::from_secs(5);
         let limit = self.config.tenant_max_in_flight;
-        let slot = match self.ports.lanes.tenant_slot(d, limit, now, lease).await? {
-            TenantSlot::Full(until) => return self.put_off(d, until).await,
-            slot => slot,
+        let slot = match self.ports.lanes.tenant_slot(d, limit, now, lease).await {
+            Ok(TenantSlot::Full(until)) => return self.put_off(d, until).await,
+            Ok(slot) => slot,
+            // The bound's bookkeeping could not be read: no attempt now,
+            // and a look again in a second (not the store's long retry).
+            Err(e) => {
+                warn!(tenant = d.tenant.as_str(), error = %e, "taking a tenant slot failed; trying again shortly");
+                return self.put_off(d, now + Duration::from_secs(1)).await;
+            }
         };
         let begun = self.ports.lanes.begin(d, now, lease).await;
         if !matches!(begun, Ok(true)) {
