@@ -136,13 +136,25 @@ impl AwsStore {
         tenant: &TenantId,
         lanes: i64,
     ) -> StoreResult<aws_sdk_dynamodb::types::TransactWriteItem> {
+        self.lanes_add(tenant, lanes, None)
+    }
+
+    /// A transaction's `ADD` of `delta` to a tenant's lane counter, on
+    /// `condition` when given.
+    fn lanes_add(
+        &self,
+        tenant: &TenantId,
+        delta: i64,
+        condition: Option<&str>,
+    ) -> StoreResult<aws_sdk_dynamodb::types::TransactWriteItem> {
         self.tenant_lanes.forget(tenant);
         let update = aws_sdk_dynamodb::types::Update::builder()
             .table_name(&self.settings.table)
             .key("pk", string_attr(tenant_pk(tenant)))
             .key("sk", string_attr(LANES_SK))
             .update_expression("ADD lanes :d")
-            .expression_attribute_values(":d", number_attr(lanes))
+            .set_condition_expression(condition.map(str::to_owned))
+            .expression_attribute_values(":d", number_attr(delta))
             .build()
             .map_err(backend)?;
         Ok(aws_sdk_dynamodb::types::TransactWriteItem::builder()
@@ -215,23 +227,11 @@ impl AwsStore {
     /// transaction whose request token makes a retry of it a no-op. Best
     /// effort: a counter left high costs bookkeeping, not the bound.
     pub(crate) async fn uncount_lanes(&self, tenant: &TenantId, lanes: i64, token: &str) {
-        let update = aws_sdk_dynamodb::types::Update::builder()
-            .table_name(&self.settings.table)
-            .key("pk", string_attr(tenant_pk(tenant)))
-            .key("sk", string_attr(LANES_SK))
-            .update_expression("ADD lanes :d")
-            .condition_expression("attribute_exists(seeded)")
-            .expression_attribute_values(":d", number_attr(-lanes))
-            .build();
-        let res = match update {
-            Ok(update) => self
+        let res = match self.lanes_add(tenant, -lanes, Some("attribute_exists(seeded)")) {
+            Ok(item) => self
                 .ddb
                 .transact_write_items()
-                .transact_items(
-                    aws_sdk_dynamodb::types::TransactWriteItem::builder()
-                        .update(update)
-                        .build(),
-                )
+                .transact_items(item)
                 .client_request_token(token)
                 .send()
                 .await
