@@ -1020,3 +1020,88 @@ async fn a_tenants_lane_counter_errs_high_never_low() {
     );
     assert_eq!(lane_counter(&store, &other).await, 2);
 }
+
+/// The event ids of the delivery messages in the delivery queue, by
+/// subscription, in the order received (each received batch deleted, so
+/// a lane's next messages come).
+async fn queued_event_ids(store: &AwsStore) -> std::collections::HashMap<String, Vec<String>> {
+    let url = &store.settings().delivery_queue_url;
+    let mut by_sub: std::collections::HashMap<String, Vec<String>> = Default::default();
+    for _ in 0..40 {
+        let msgs = receive(store, url).await;
+        if msgs.is_empty() {
+            break;
+        }
+        for m in &msgs {
+            let body: serde_json::Value = serde_json::from_str(m.body().unwrap()).unwrap();
+            by_sub
+                .entry(body["subscription_id"].as_str().unwrap().to_owned())
+                .or_default()
+                .push(body["event_id"].as_str().unwrap().to_owned());
+            delete(store, url, m).await;
+        }
+    }
+    by_sub
+}
+
+/// A receive of several events of one tenant fans them out together (one
+/// enqueue for the run); every subscription's lane still gets each event
+/// once, in acceptance order, as one by one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_receive_of_a_tenants_events_fans_out_together_in_acceptance_order() {
+    let store = fresh_store(30).await;
+    let env = test_env(&[]);
+    let config = Config::from_lookup(|k| env.get(k).cloned()).unwrap();
+    let engine =
+        hooklane_aws::wiring::engine(config, &store, &hooklane_tests::aws::sdk().await, None)
+            .unwrap();
+    let fan = hooklane_aws::handlers::fanout::FanOut {
+        engine,
+        store: store.clone(),
+        budget: Duration::from_secs(60),
+    };
+    let tenant = TenantId::parse("acme").unwrap();
+    let mut subs = Vec::new();
+    for _ in 0..3 {
+        let sub = contract::subscription(&tenant, &["*"]);
+        store.insert(&sub).await.unwrap();
+        subs.push(sub.id.as_str().to_owned());
+    }
+    let mut ids = Vec::new();
+    for _ in 0..8 {
+        let event = an_event(&tenant);
+        ids.push(event.id.as_str().to_owned());
+        store.accept(event).await.unwrap();
+    }
+    // Receive and handle the ingest queue as the mapping does, until the
+    // eight are fanned out; the first receive holds several of them.
+    let ingest = store.settings().ingest_queue_url.clone();
+    let mut handled = 0;
+    let mut largest = 0;
+    for _ in 0..10 {
+        if handled == ids.len() {
+            break;
+        }
+        let msgs = receive_within_10s(&store, &ingest).await;
+        largest = largest.max(msgs.len());
+        let resp = hooklane_aws::handlers::fanout::handle(
+            &fan,
+            hooklane_aws::queue_poller::to_event(&msgs),
+        )
+        .await;
+        assert!(failed_ids(&resp).is_empty(), "no fan-out failed");
+        for m in &msgs {
+            delete(&store, &ingest, m).await;
+        }
+        handled += msgs.len();
+    }
+    assert_eq!(handled, ids.len());
+    assert!(
+        largest > 1,
+        "a receive held several events (at most {largest})"
+    );
+    let queued = queued_event_ids(&store).await;
+    for sub in &subs {
+        assert_eq!(queued.get(sub), Some(&ids), "subscription {sub}'s lane");
+    }
+}
