@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 
-use crate::rig::{kib_payload, receiver, Api, Serve};
+use crate::rig::{invoice_payload, receiver, Api, Serve};
 
 /// Where the counting server bills empty receives (`hooklane_aws::calls`).
 const EMPTY_RECEIVE: &str = "ReceiveMessage (empty)";
@@ -205,7 +205,7 @@ async fn measure(bin: &str, endpoint: &str, shape: Shape) -> anyhow::Result<()> 
                     api.publish(
                         &format!("c{n}"),
                         &format!("t.{}", n % kinds),
-                        &kib_payload(),
+                        &invoice_payload(n),
                     )
                     .await?;
                 }
