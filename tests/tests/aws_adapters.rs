@@ -1105,3 +1105,61 @@ async fn a_receive_of_a_tenants_events_fans_out_together_in_acceptance_order() {
         assert_eq!(queued.get(sub), Some(&ids), "subscription {sub}'s lane");
     }
 }
+
+/// Whether a delivery record is in the `gsi1` (by event) index.
+async fn indexed(store: &AwsStore, sub: &SubscriptionId, event: &EventId) -> bool {
+    let item = aws_sdk_dynamodb::Client::new(&hooklane_tests::aws::sdk().await)
+        .get_item()
+        .table_name(&store.settings().table)
+        .key(
+            "pk",
+            aws_sdk_dynamodb::types::AttributeValue::S(format!("D#{}", sub.as_str())),
+        )
+        .key(
+            "sk",
+            aws_sdk_dynamodb::types::AttributeValue::S(format!("E#{}", event.as_str())),
+        )
+        .consistent_read(true)
+        .send()
+        .await
+        .unwrap()
+        .item
+        .expect("a delivery record");
+    item.contains_key("gsi1pk")
+}
+
+/// A delivery delivered at its first attempt never enters the by-event
+/// index (one write less on the delivery path); one that was retried
+/// does. `GET /events/{id}` shows both (read by key and by index).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_a_delivery_not_delivered_at_once_enters_the_by_event_index() {
+    let rx = Receiver::start().await;
+    rx.script("flaky", vec![Reply::Status(500)]);
+    let (ctx, subs) = handler_with("0s,1s", &["ok", "flaky"], &rx).await;
+    let event = publish_to(&ctx, &subs).await;
+    let url = ctx.store.settings().delivery_queue_url.clone();
+    for _ in 0..10 {
+        if rx.count("ok") >= 1 && rx.count("flaky") >= 2 {
+            break;
+        }
+        let msgs = receive_within_10s(&ctx.store, &url).await;
+        run_batch(&ctx, &msgs).await;
+    }
+    assert_eq!((rx.count("ok"), rx.count("flaky")), (1, 2));
+    assert!(!indexed(&ctx.store, &subs[0].0, &event).await);
+    assert!(indexed(&ctx.store, &subs[1].0, &event).await);
+    let views = hooklane_core::ports::DeliveryViews::of_event(&ctx.store, &subs[0].1, &event)
+        .await
+        .unwrap();
+    let mut shown: Vec<(String, &str, u32)> = views
+        .iter()
+        .map(|(s, r)| (s.as_str().to_owned(), r.shown_state(), r.attempts))
+        .collect();
+    shown.sort();
+    let mut want = vec![
+        (subs[0].0.as_str().to_owned(), "delivered", 1),
+        (subs[1].0.as_str().to_owned(), "delivered", 2),
+    ];
+    want.sort();
+    assert_eq!(shown, want);
+}

@@ -96,6 +96,13 @@ fn pending_of(input: &mut aws_smithy_runtime_api::client::interceptors::context:
         p.read = Some(i.consistent_read == Some(true));
     } else if let Some(i) = input.downcast_ref::<ddb::query::QueryInput>() {
         p.read = Some(i.consistent_read == Some(true) && i.index_name.is_none());
+    } else if let Some(i) = input.downcast_ref::<ddb::batch_get_item::BatchGetItemInput>() {
+        p.read = Some(
+            i.request_items
+                .iter()
+                .flat_map(|m| m.values())
+                .any(|k| k.consistent_read == Some(true)),
+        );
     } else if let Some(i) =
         input.downcast_ref::<ddb::transact_write_items::TransactWriteItemsInput>()
     {
@@ -179,6 +186,14 @@ fn settle(
         wru += item_write_units(&item, item_size(&item));
     } else if let Some(o) = output.downcast_ref::<ddb::get_item::GetItemOutput>() {
         rru += read_units(o.item.as_ref().map_or(0, item_size), p.read == Some(true));
+    } else if let Some(o) = output.downcast_ref::<ddb::batch_get_item::BatchGetItemOutput>() {
+        // Per item, as `GetItem`.
+        rru += o
+            .responses
+            .iter()
+            .flat_map(|m| m.values().flatten())
+            .map(|item| read_units(item_size(item), p.read == Some(true)))
+            .sum::<f64>();
     } else if let Some(o) = output.downcast_ref::<ddb::query::QueryOutput>() {
         let size = o.items.iter().flatten().map(item_size).sum();
         rru += read_units(size, p.read == Some(true));

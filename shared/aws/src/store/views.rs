@@ -1,12 +1,18 @@
 //! Delivery views on AWS (`GET /events/{id}`): the event's delivery
-//! records by the `gsi1` index, plus a queued record for each matching
-//! subscription that has none yet (records appear at the first attempt).
+//! records in the `gsi1` index (those that were retried, parked, dropped
+//! or held), then, read by key, those of the other matching subscriptions
+//! (a delivery delivered at its first attempt never enters the index: one
+//! index write less on the delivery path), and a queued record for each
+//! matching subscription that has none yet (records appear at the first
+//! attempt). A delivery delivered at its first attempt is shown while its
+//! subscription matches the event, as `../shared/API.md` lists them: per
+//! matching subscription.
 
 use async_trait::async_trait;
 use hooklane_core::domain::{DeliveryRecord, EventId, SubscriptionId, TenantId};
 use hooklane_core::ports::{DeliveryViews, StoreResult};
 
-use super::deliveries::{by_event_pk, record_of};
+use super::deliveries::{by_event_pk, record_of, record_pk, record_sk};
 use super::{backend, corrupt, get_s, readable, AwsStore, Item};
 use crate::string_attr;
 
@@ -31,8 +37,10 @@ impl DeliveryViews for AwsStore {
         for item in resp.items.unwrap_or_default() {
             views.extend(readable("delivery", &item, view(&item))?);
         }
-        // Records appear at the first attempt: a matching subscription that
-        // existed when the event was accepted and has no record is pending.
+        // The other matching subscriptions that existed when the event was
+        // accepted: their records are read by key (one delivered at its
+        // first attempt, or in its first attempt, is not in the index);
+        // one with no record yet is queued.
         if let Some(event) = hooklane_core::ports::EventArchive::get(self, tenant, event_id).await?
         {
             let subs = hooklane_core::ports::SubscriptionStore::matching(
@@ -43,10 +51,22 @@ impl DeliveryViews for AwsStore {
                 10_000,
             )
             .await?;
-            for sub in subs {
-                if sub.created_at <= event.created_at && !views.iter().any(|(id, _)| id == &sub.id)
-                {
-                    views.push((sub.id, DeliveryRecord::queued()));
+            let rest: Vec<SubscriptionId> = subs
+                .into_iter()
+                .filter(|s| s.created_at <= event.created_at)
+                .map(|s| s.id)
+                .filter(|id| !views.iter().any(|(v, _)| v == id))
+                .collect();
+            let keys = rest
+                .iter()
+                .map(|id| (record_pk(id), record_sk(event_id)))
+                .collect();
+            for item in self.get_many_consistent(keys).await? {
+                views.extend(readable("delivery", &item, view(&item))?);
+            }
+            for id in rest {
+                if !views.iter().any(|(v, _)| *v == id) {
+                    views.push((id, DeliveryRecord::queued()));
                 }
             }
         }
