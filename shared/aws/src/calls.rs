@@ -69,6 +69,9 @@ struct Pending {
     /// A single-item write (put, update, delete): at least one unit, even
     /// refused by its condition.
     write: bool,
+    /// The keys a `BatchGetItem` asks for (one not found still costs the
+    /// least a read costs).
+    keys: usize,
 }
 
 impl Storable for Pending {
@@ -119,12 +122,9 @@ fn pending_of(input: &mut aws_smithy_runtime_api::client::interceptors::context:
     } else if let Some(i) = input.downcast_ref::<ddb::query::QueryInput>() {
         p.read = Some(i.consistent_read == Some(true) && i.index_name.is_none());
     } else if let Some(i) = input.downcast_ref::<ddb::batch_get_item::BatchGetItemInput>() {
-        p.read = Some(
-            i.request_items
-                .iter()
-                .flat_map(|m| m.values())
-                .any(|k| k.consistent_read == Some(true)),
-        );
+        let asked = || i.request_items.iter().flat_map(|m| m.values());
+        p.read = Some(asked().any(|k| k.consistent_read == Some(true)));
+        p.keys = asked().map(|k| k.keys.len()).sum();
     } else if let Some(i) =
         input.downcast_ref::<ddb::transact_write_items::TransactWriteItemsInput>()
     {
@@ -209,13 +209,26 @@ fn settle(
     } else if let Some(o) = output.downcast_ref::<ddb::get_item::GetItemOutput>() {
         rru += read_units(o.item.as_ref().map_or(0, item_size), p.read == Some(true));
     } else if let Some(o) = output.downcast_ref::<ddb::batch_get_item::BatchGetItemOutput>() {
-        // Per item, as `GetItem`.
-        rru += o
+        // Per item, as `GetItem`; a key not found (nor left unprocessed)
+        // costs the least a read costs.
+        let consistent = p.read == Some(true);
+        let found: Vec<&capacity::Item> = o
             .responses
             .iter()
             .flat_map(|m| m.values().flatten())
-            .map(|item| read_units(item_size(item), p.read == Some(true)))
-            .sum::<f64>();
+            .collect();
+        let unprocessed: usize = o
+            .unprocessed_keys
+            .iter()
+            .flat_map(|m| m.values())
+            .map(|k| k.keys.len())
+            .sum();
+        let missing = p.keys.saturating_sub(found.len() + unprocessed);
+        rru += found
+            .iter()
+            .map(|item| read_units(item_size(item), consistent))
+            .sum::<f64>()
+            + missing as f64 * read_units(0, consistent);
     } else if let Some(o) = output.downcast_ref::<ddb::query::QueryOutput>() {
         let size = o.items.iter().flatten().map(item_size).sum();
         rru += read_units(size, p.read == Some(true));

@@ -281,7 +281,18 @@ impl Engine {
                     .until(&sub.health, &h, own, started_at);
                 h
             })
-            .filter(|h| health_write_due(&sub.health, h, self.ports.lanes.health_refresh()));
+            .filter(|h| {
+                // Only a subscription of one lane delivers one attempt at a
+                // time: with more, another lane's failure may be written
+                // after `sub.health` was read, and this success must
+                // overwrite it.
+                let refresh = if sub.lanes.get() == 1 {
+                    self.ports.lanes.health_refresh()
+                } else {
+                    std::time::Duration::ZERO
+                };
+                health_write_due(&sub.health, h, refresh)
+            });
         let finish = Finish {
             end,
             attempt: Some(attempt),

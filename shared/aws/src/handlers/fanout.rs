@@ -102,7 +102,7 @@ struct Run {
 /// of the messages so fanned out; everything else (the rest of a group,
 /// or a whole run whose fan-out failed) goes through [`process`] one by
 /// one, which is safe: a fan-out run again queues nothing twice.
-async fn fan_out_together(ctx: &FanOut, records: &[SqsMessage]) -> HashSet<String> {
+pub async fn fan_out_together(ctx: &FanOut, records: &[SqsMessage]) -> HashSet<String> {
     let mut runs: Vec<Run> = Vec::new();
     for m in records {
         let group = super::group_of(m);

@@ -181,6 +181,7 @@ impl AwsStore {
                 if failed.is_empty() {
                     break;
                 }
+                warn_if_order_broken(&pending, &failed);
                 if round == BATCH_RETRIES {
                     return Err(StoreError::Backend(format!(
                         "SendMessageBatch refused {} entries: {:?}",
@@ -207,6 +208,28 @@ impl AwsStore {
             .get_consistent(record_pk(sub), record_sk(event))
             .await?;
         item.as_ref().map(record_of).transpose()
+    }
+}
+
+/// Says so when SQS refused an entry of a batch but took a later one of
+/// the same lane (message group): the refused one, sent again, then
+/// arrives after it. Entries are refused for throttling or internal
+/// errors, rarely; nothing is lost, but that lane's order is not kept for
+/// the pair, and the error log says which.
+fn warn_if_order_broken(sent: &[SendMessageBatchRequestEntry], failed: &[String]) {
+    for (i, entry) in sent.iter().enumerate() {
+        if !failed.contains(&entry.id) {
+            continue;
+        }
+        let overtaken = sent[i + 1..].iter().any(|later| {
+            !failed.contains(&later.id) && later.message_group_id == entry.message_group_id
+        });
+        if overtaken {
+            tracing::error!(
+                group = entry.message_group_id.as_deref().unwrap_or(""),
+                "SQS refused a delivery message and took a later one of its lane: the refused one is sent again, after it"
+            );
+        }
     }
 }
 

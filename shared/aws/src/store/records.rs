@@ -62,12 +62,10 @@ impl AwsStore {
         lease_until: OffsetDateTime,
         token: &str,
     ) -> StoreResult<bool> {
-        // A first attempt's record is not in the `gsi1` index yet: its
-        // outcome puts it there (one index write per delivery, not two).
-        // Until then `GET /events/{id}` shows the delivery as the queued
-        // one of a matching subscription (pending, no attempts yet), as
-        // before any attempt; a crash in the attempt keeps it so until the
-        // retry's start.
+        // A first attempt's record is not in the `gsi1` index: its outcome
+        // puts it there unless it was delivered (at most one index write
+        // per delivery, none on the happy path). `GET /events/{id}` reads
+        // it by key meanwhile (`views`).
         let mut expression = "SET attempts = :next, tenant = :t, subscription_id = :s, \
              event_id = :e, event_type = :ty, #state = :pending, attempt_token = :token, \
              first_attempt_at = if_not_exists(first_attempt_at, :now), last_attempt_at = :now, \

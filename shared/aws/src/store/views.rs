@@ -1,15 +1,18 @@
 //! Delivery views on AWS (`GET /events/{id}`): the event's delivery
 //! records in the `gsi1` index (those that were retried, parked, dropped
-//! or held), then, read by key, those of the other matching subscriptions
-//! (a delivery delivered at its first attempt never enters the index: one
-//! index write less on the delivery path), and a queued record for each
-//! matching subscription that has none yet (records appear at the first
-//! attempt). A delivery delivered at its first attempt is shown while its
-//! subscription matches the event, as `../shared/API.md` lists them: per
-//! matching subscription.
+//! or held), then, read by key (eventually consistent, as the index is),
+//! those of the tenant's other live subscriptions (a delivery delivered
+//! at its first attempt never enters the index: one index write less on
+//! the delivery path), and a queued record for each matching active
+//! subscription that has none yet (records appear at the first attempt).
+//! A record whose subscription was deleted shows only if it is in the
+//! index (dropped, parked, retried): a deleted subscription is not listed
+//! among the event's.
 
 use async_trait::async_trait;
-use hooklane_core::domain::{DeliveryRecord, EventId, SubscriptionId, TenantId};
+use hooklane_core::domain::{
+    DeliveryRecord, EventId, Subscription, SubscriptionId, SubscriptionStatus, TenantId,
+};
 use hooklane_core::ports::{DeliveryViews, StoreResult};
 
 use super::deliveries::{by_event_pk, record_of, record_pk, record_sk};
@@ -37,36 +40,39 @@ impl DeliveryViews for AwsStore {
         for item in resp.items.unwrap_or_default() {
             views.extend(readable("delivery", &item, view(&item))?);
         }
-        // The other matching subscriptions that existed when the event was
-        // accepted: their records are read by key (one delivered at its
-        // first attempt, or in its first attempt, is not in the index);
-        // one with no record yet is queued.
+        // The rest are read by key (one delivered at its first attempt,
+        // or in its first attempt, is not in the index), for every live
+        // subscription of the tenant, whatever its status and filters now:
+        // a record shows however the subscription changed since. One with
+        // no record is queued if it matches the event now.
         if let Some(event) = hooklane_core::ports::EventArchive::get(self, tenant, event_id).await?
         {
-            let subs = hooklane_core::ports::SubscriptionStore::matching(
-                self,
-                tenant,
-                &event.event_type,
-                None,
-                10_000,
-            )
-            .await?;
-            let rest: Vec<SubscriptionId> = subs
-                .into_iter()
-                .filter(|s| s.created_at <= event.created_at)
-                .map(|s| s.id)
-                .filter(|id| !views.iter().any(|(v, _)| v == id))
+            let subs = self.live_subscriptions(tenant).await?;
+            let rest: Vec<&Subscription> = subs
+                .iter()
+                .filter(|s| !views.iter().any(|(v, _)| *v == s.id))
                 .collect();
             let keys = rest
                 .iter()
-                .map(|id| (record_pk(id), record_sk(event_id)))
+                .map(|s| (record_pk(&s.id), record_sk(event_id)))
                 .collect();
-            for item in self.get_many_consistent(keys).await? {
-                views.extend(readable("delivery", &item, view(&item))?);
+            for item in self.get_many(keys).await? {
+                // The subscription from the key: a record a backfill reset
+                // before its first attempt holds little more than its state.
+                let Some(sub) = get_s(&item, "pk")
+                    .and_then(|pk| pk.strip_prefix("D#"))
+                    .and_then(|id| SubscriptionId::parse(id).ok())
+                else {
+                    continue;
+                };
+                views.extend(readable("delivery", &item, record_of(&item))?.map(|r| (sub, r)));
             }
-            for id in rest {
-                if !views.iter().any(|(v, _)| *v == id) {
-                    views.push((id, DeliveryRecord::queued()));
+            for s in rest {
+                let queued = s.status == SubscriptionStatus::Active
+                    && s.filters.iter().any(|f| f.matches(&event.event_type))
+                    && s.created_at <= event.created_at;
+                if queued && !views.iter().any(|(v, _)| *v == s.id) {
+                    views.push((s.id.clone(), DeliveryRecord::queued()));
                 }
             }
         }
