@@ -9,6 +9,8 @@
 //! index (dropped, parked, retried): a deleted subscription is not listed
 //! among the event's.
 
+use std::collections::HashSet;
+
 use async_trait::async_trait;
 use hooklane_core::domain::{
     DeliveryRecord, EventId, Subscription, SubscriptionId, SubscriptionStatus, TenantId,
@@ -48,10 +50,9 @@ impl DeliveryViews for AwsStore {
         if let Some(event) = hooklane_core::ports::EventArchive::get(self, tenant, event_id).await?
         {
             let subs = self.live_subscriptions(tenant).await?;
-            let rest: Vec<&Subscription> = subs
-                .iter()
-                .filter(|s| !views.iter().any(|(v, _)| *v == s.id))
-                .collect();
+            let mut shown: HashSet<SubscriptionId> =
+                views.iter().map(|(id, _)| id.clone()).collect();
+            let rest: Vec<&Subscription> = subs.iter().filter(|s| !shown.contains(&s.id)).collect();
             let keys = rest
                 .iter()
                 .map(|s| (record_pk(&s.id), record_sk(event_id)))
@@ -65,13 +66,16 @@ impl DeliveryViews for AwsStore {
                 else {
                     continue;
                 };
-                views.extend(readable("delivery", &item, record_of(&item))?.map(|r| (sub, r)));
+                if let Some(record) = readable("delivery", &item, record_of(&item))? {
+                    shown.insert(sub.clone());
+                    views.push((sub, record));
+                }
             }
             for s in rest {
                 let queued = s.status == SubscriptionStatus::Active
-                    && s.filters.iter().any(|f| f.matches(&event.event_type))
+                    && s.takes(&event.event_type)
                     && s.created_at <= event.created_at;
-                if queued && !views.iter().any(|(v, _)| *v == s.id) {
+                if queued && !shown.contains(&s.id) {
                     views.push((s.id.clone(), DeliveryRecord::queued()));
                 }
             }
