@@ -1020,3 +1020,179 @@ async fn a_tenants_lane_counter_errs_high_never_low() {
     );
     assert_eq!(lane_counter(&store, &other).await, 2);
 }
+
+/// The event ids of the delivery messages in the delivery queue, by
+/// subscription, in the order received (each received batch deleted, so
+/// a lane's next messages come).
+async fn queued_event_ids(store: &AwsStore) -> std::collections::HashMap<String, Vec<String>> {
+    let url = &store.settings().delivery_queue_url;
+    let mut by_sub: std::collections::HashMap<String, Vec<String>> = Default::default();
+    for _ in 0..40 {
+        let msgs = receive(store, url).await;
+        if msgs.is_empty() {
+            break;
+        }
+        for m in &msgs {
+            let body: serde_json::Value = serde_json::from_str(m.body().unwrap()).unwrap();
+            by_sub
+                .entry(body["subscription_id"].as_str().unwrap().to_owned())
+                .or_default()
+                .push(body["event_id"].as_str().unwrap().to_owned());
+            delete(store, url, m).await;
+        }
+    }
+    by_sub
+}
+
+/// A receive of several events of one tenant fans them out together (one
+/// enqueue for the run); every subscription's lane still gets each event
+/// once, in acceptance order, as one by one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_receive_of_a_tenants_events_fans_out_together_in_acceptance_order() {
+    let store = fresh_store(30).await;
+    let env = test_env(&[]);
+    let config = Config::from_lookup(|k| env.get(k).cloned()).unwrap();
+    let engine =
+        hooklane_aws::wiring::engine(config, &store, &hooklane_tests::aws::sdk().await, None)
+            .unwrap();
+    let fan = hooklane_aws::handlers::fanout::FanOut {
+        engine,
+        store: store.clone(),
+        budget: Duration::from_secs(60),
+    };
+    let tenant = TenantId::parse("acme").unwrap();
+    let mut subs = Vec::new();
+    for _ in 0..3 {
+        let sub = contract::subscription(&tenant, &["*"]);
+        store.insert(&sub).await.unwrap();
+        subs.push(sub.id.as_str().to_owned());
+    }
+    let mut ids = Vec::new();
+    for _ in 0..8 {
+        let event = an_event(&tenant);
+        ids.push(event.id.as_str().to_owned());
+        store.accept(event).await.unwrap();
+    }
+    // The first receive holds several of them: they fan out together.
+    let ingest = store.settings().ingest_queue_url.clone();
+    let first = receive_within_10s(&store, &ingest).await;
+    assert!(first.len() > 1, "a receive held several events");
+    let together = hooklane_aws::handlers::fanout::fan_out_together(
+        &fan,
+        &hooklane_aws::queue_poller::to_event(&first).records,
+    )
+    .await;
+    assert_eq!(together.len(), first.len(), "the run fanned out together");
+    for m in &first {
+        delete(&store, &ingest, m).await;
+    }
+    // The rest as the mapping does, until the eight are fanned out.
+    let mut handled = first.len();
+    for _ in 0..10 {
+        if handled == ids.len() {
+            break;
+        }
+        let msgs = receive_within_10s(&store, &ingest).await;
+        let resp = hooklane_aws::handlers::fanout::handle(
+            &fan,
+            hooklane_aws::queue_poller::to_event(&msgs),
+        )
+        .await;
+        assert!(failed_ids(&resp).is_empty(), "no fan-out failed");
+        for m in &msgs {
+            delete(&store, &ingest, m).await;
+        }
+        handled += msgs.len();
+    }
+    assert_eq!(handled, ids.len());
+    let queued = queued_event_ids(&store).await;
+    for sub in &subs {
+        assert_eq!(queued.get(sub), Some(&ids), "subscription {sub}'s lane");
+    }
+}
+
+/// Whether a delivery record is in the `gsi1` (by event) index.
+async fn indexed(store: &AwsStore, sub: &SubscriptionId, event: &EventId) -> bool {
+    let item = aws_sdk_dynamodb::Client::new(&hooklane_tests::aws::sdk().await)
+        .get_item()
+        .table_name(&store.settings().table)
+        .key(
+            "pk",
+            aws_sdk_dynamodb::types::AttributeValue::S(format!("D#{}", sub.as_str())),
+        )
+        .key(
+            "sk",
+            aws_sdk_dynamodb::types::AttributeValue::S(format!("E#{}", event.as_str())),
+        )
+        .consistent_read(true)
+        .send()
+        .await
+        .unwrap()
+        .item
+        .expect("a delivery record");
+    item.contains_key("gsi1pk")
+}
+
+/// A delivery delivered at its first attempt never enters the by-event
+/// index (one write less on the delivery path); one that was retried
+/// does. `GET /events/{id}` shows both (read by key and by index).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_a_delivery_not_delivered_at_once_enters_the_by_event_index() {
+    let rx = Receiver::start().await;
+    rx.script("flaky", vec![Reply::Status(500)]);
+    let (ctx, subs) = handler_with("0s,1s", &["ok", "flaky"], &rx).await;
+    let event = publish_to(&ctx, &subs).await;
+    let url = ctx.store.settings().delivery_queue_url.clone();
+    for _ in 0..10 {
+        if rx.count("ok") >= 1 && rx.count("flaky") >= 2 {
+            break;
+        }
+        let msgs = receive_within_10s(&ctx.store, &url).await;
+        run_batch(&ctx, &msgs).await;
+    }
+    assert_eq!((rx.count("ok"), rx.count("flaky")), (1, 2));
+    assert!(!indexed(&ctx.store, &subs[0].0, &event).await);
+    assert!(indexed(&ctx.store, &subs[1].0, &event).await);
+    let views = hooklane_core::ports::DeliveryViews::of_event(&ctx.store, &subs[0].1, &event)
+        .await
+        .unwrap();
+    let mut shown: Vec<(String, &str, u32)> = views
+        .iter()
+        .map(|(s, r)| (s.as_str().to_owned(), r.shown_state(), r.attempts))
+        .collect();
+    shown.sort();
+    let mut want = vec![
+        (subs[0].0.as_str().to_owned(), "delivered", 1),
+        (subs[1].0.as_str().to_owned(), "delivered", 2),
+    ];
+    want.sort();
+    assert_eq!(shown, want);
+    // Suspended, and its filters changed: its delivery still shows.
+    let (sub, tenant) = &subs[0];
+    assert!(hooklane_core::ports::Suspensions::suspend(
+        &ctx.store,
+        tenant,
+        sub,
+        time::OffsetDateTime::now_utc(),
+        "test"
+    )
+    .await
+    .unwrap());
+    let mut changed = SubscriptionStore::get(&ctx.store, tenant, sub)
+        .await
+        .unwrap()
+        .unwrap();
+    changed.filters = contract::subscription(tenant, &["other.*"]).filters;
+    assert!(SubscriptionStore::update(&ctx.store, &changed)
+        .await
+        .unwrap());
+    let views = hooklane_core::ports::DeliveryViews::of_event(&ctx.store, tenant, &event)
+        .await
+        .unwrap();
+    assert!(
+        views
+            .iter()
+            .any(|(s, r)| s == sub && r.shown_state() == "delivered" && r.attempts == 1),
+        "{views:?}"
+    );
+}

@@ -3,7 +3,10 @@
 //! served by `GET /metrics` as `hooklane_aws_calls_total`, with what AWS
 //! bills for them ([`crate::capacity`]) as `hooklane_aws_billed_total`
 //! (DynamoDB write and read units, SQS requests by 64 KiB chunk); the
-//! benchmark turns them into dollars per delivery.
+//! benchmark turns them into dollars per delivery. The event source
+//! stand-in of `serve --backend aws` adds what Lambda bills for the
+//! invocations it makes ([`invoked`]): their count as calls of service
+//! `Lambda`, and their billed milliseconds (unit `ms`).
 //!
 //! To see the size of the items it writes, a counting client asks
 //! DynamoDB for them (`ReturnValues`: the item before a put or delete,
@@ -32,7 +35,26 @@ static CALLS: Mutex<BTreeMap<(String, String), u64>> = Mutex::new(BTreeMap::new(
 
 /// Billed units by (service, operation): write units, read units, SQS
 /// requests.
-static BILLED: Mutex<BTreeMap<(String, String), [f64; 3]>> = Mutex::new(BTreeMap::new());
+static BILLED: Mutex<BTreeMap<(String, String), [f64; 4]>> = Mutex::new(BTreeMap::new());
+
+/// The units of [`BILLED`]'s slots, as served.
+const UNITS: [&str; 4] = ["wru", "rru", "requests", "ms"];
+
+/// Counts one invocation of `function` that took `took` (Lambda bills
+/// each invocation's duration rounded up to the millisecond), when
+/// counting is on.
+pub fn invoked(function: &str, took: std::time::Duration) {
+    if !enabled() {
+        return;
+    }
+    let key = ("Lambda".to_owned(), function.to_owned());
+    if let Ok(mut calls) = CALLS.lock() {
+        *calls.entry(key.clone()).or_default() += 1;
+    }
+    if let Ok(mut billed) = BILLED.lock() {
+        billed.entry(key).or_default()[3] += (took.as_secs_f64() * 1000.0).ceil();
+    }
+}
 
 /// What a call's input says it costs, and what is left to read from its
 /// output.
@@ -47,6 +69,9 @@ struct Pending {
     /// A single-item write (put, update, delete): at least one unit, even
     /// refused by its condition.
     write: bool,
+    /// The keys a `BatchGetItem` asks for (one not found still costs the
+    /// least a read costs).
+    keys: usize,
 }
 
 impl Storable for Pending {
@@ -96,6 +121,10 @@ fn pending_of(input: &mut aws_smithy_runtime_api::client::interceptors::context:
         p.read = Some(i.consistent_read == Some(true));
     } else if let Some(i) = input.downcast_ref::<ddb::query::QueryInput>() {
         p.read = Some(i.consistent_read == Some(true) && i.index_name.is_none());
+    } else if let Some(i) = input.downcast_ref::<ddb::batch_get_item::BatchGetItemInput>() {
+        let asked = || i.request_items.iter().flat_map(|m| m.values());
+        p.read = Some(asked().any(|k| k.consistent_read == Some(true)));
+        p.keys = asked().map(|k| k.keys.len()).sum();
     } else if let Some(i) =
         input.downcast_ref::<ddb::transact_write_items::TransactWriteItemsInput>()
     {
@@ -179,6 +208,27 @@ fn settle(
         wru += item_write_units(&item, item_size(&item));
     } else if let Some(o) = output.downcast_ref::<ddb::get_item::GetItemOutput>() {
         rru += read_units(o.item.as_ref().map_or(0, item_size), p.read == Some(true));
+    } else if let Some(o) = output.downcast_ref::<ddb::batch_get_item::BatchGetItemOutput>() {
+        // Per item, as `GetItem`; a key not found (nor left unprocessed)
+        // costs the least a read costs.
+        let consistent = p.read == Some(true);
+        let found: Vec<&capacity::Item> = o
+            .responses
+            .iter()
+            .flat_map(|m| m.values().flatten())
+            .collect();
+        let unprocessed: usize = o
+            .unprocessed_keys
+            .iter()
+            .flat_map(|m| m.values())
+            .map(|k| k.keys.len())
+            .sum();
+        let missing = p.keys.saturating_sub(found.len() + unprocessed);
+        rru += found
+            .iter()
+            .map(|item| read_units(item_size(item), consistent))
+            .sum::<f64>()
+            + missing as f64 * read_units(0, consistent);
     } else if let Some(o) = output.downcast_ref::<ddb::query::QueryOutput>() {
         let size = o.items.iter().flatten().map(item_size).sum();
         rru += read_units(size, p.read == Some(true));
@@ -284,7 +334,7 @@ pub fn render() -> String {
     };
     out.push_str("# TYPE hooklane_aws_billed_total counter\n");
     for ((service, op), units) in billed.iter() {
-        for (unit, n) in ["wru", "rru", "requests"].iter().zip(units) {
+        for (unit, n) in UNITS.iter().zip(units) {
             if *n > 0.0 {
                 out.push_str(&format!(
                     "hooklane_aws_billed_total{{service=\"{service}\",operation=\"{op}\",unit=\"{unit}\"}} {n}\n"

@@ -64,7 +64,14 @@ pub fn to_event(messages: &[Message]) -> SqsEvent {
 }
 
 /// Polls one queue forever, running `handler` on each batch.
-async fn poll(sqs: aws_sdk_sqs::Client, queue_url: String, handler: Handler, invocations: usize) {
+/// `function` names the Lambda function it stands in for (the ledger's
+/// invocation counts).
+async fn poll(
+    sqs: aws_sdk_sqs::Client,
+    queue_url: String,
+    (function, handler): (&'static str, Handler),
+    invocations: usize,
+) {
     let slots = Arc::new(Semaphore::new(invocations));
     let mut pause = IDLE_PAUSE.0;
     loop {
@@ -97,7 +104,7 @@ async fn poll(sqs: aws_sdk_sqs::Client, queue_url: String, handler: Handler, inv
         pause = IDLE_PAUSE.0;
         let (sqs, queue_url, handler) = (sqs.clone(), queue_url.clone(), handler.clone());
         tokio::spawn(async move {
-            invoke(&sqs, &queue_url, &handler, messages).await;
+            invoke(&sqs, &queue_url, (function, &handler), messages).await;
             drop(permit);
         });
     }
@@ -108,10 +115,12 @@ async fn poll(sqs: aws_sdk_sqs::Client, queue_url: String, handler: Handler, inv
 async fn invoke(
     sqs: &aws_sdk_sqs::Client,
     queue_url: &str,
-    handler: &Handler,
+    (function, handler): (&str, &Handler),
     messages: Vec<Message>,
 ) {
+    let started = std::time::Instant::now();
     let response = handler(to_event(&messages)).await;
+    crate::calls::invoked(function, started.elapsed());
     let failed: Vec<String> = response
         .batch_item_failures
         .into_iter()
@@ -193,13 +202,28 @@ pub fn start_pollers(engines: Engines, store: AwsStore, invocations: (usize, usi
             let del = del.clone();
             Box::pin(async move { delivery::handle(&del, ev).await })
         });
-        tokio::spawn(poll(sqs.clone(), url, handler, slow_pool));
+        tokio::spawn(poll(
+            sqs.clone(),
+            url,
+            ("delivery-slow", handler),
+            slow_pool,
+        ));
     }
     if polled.0 {
-        tokio::spawn(poll(sqs.clone(), s.ingest_queue_url, fan_handler, main));
+        tokio::spawn(poll(
+            sqs.clone(),
+            s.ingest_queue_url,
+            ("fanout", fan_handler),
+            main,
+        ));
     }
     if polled.1 {
-        tokio::spawn(poll(sqs.clone(), s.delivery_queue_url, del_handler, main));
+        tokio::spawn(poll(
+            sqs.clone(),
+            s.delivery_queue_url,
+            ("delivery", del_handler),
+            main,
+        ));
     }
 }
 

@@ -127,6 +127,12 @@ pub struct Subscription {
 }
 
 impl Subscription {
+    /// Whether one of its filters takes events of `event_type` (whatever
+    /// its status).
+    pub fn takes(&self, event_type: &EventType) -> bool {
+        self.filters.iter().any(|f| f.matches(event_type))
+    }
+
     /// The secrets that sign a request sent at `now`: the current one and,
     /// for 24 h after a rotation, the previous one.
     pub fn signing_secrets(&self, now: OffsetDateTime) -> Vec<&Secret> {

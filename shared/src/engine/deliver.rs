@@ -11,7 +11,7 @@ use tracing::{info, warn};
 
 use super::{Engine, Step};
 use crate::domain::{Attempt, AttemptId, Delivery, Event, Subscription, SubscriptionStatus};
-use crate::health::{next_health, projected, Admit, Sequence};
+use crate::health::{health_write_due, next_health, projected, Admit, Sequence};
 use crate::policy::{decide, Decision};
 use crate::ports::{End, Finish, Outbound, SendReport, StoreResult, TenantSlot};
 use crate::rate::Slot;
@@ -269,17 +269,30 @@ impl Engine {
         };
         let attempt = logged(d, attempt_no, started_at, report, outcome);
         let ended = matches!(end, End::Delivered | End::Parked(_));
-        let health = ended.then(|| {
-            let mut h = next_health(&sub.health, &attempt, report.result.failure_class(), seq);
-            // A delivery that failed before this success was failing
-            // since its first attempt, parked or not.
-            let own = (attempt_no > 1).then_some(d.first_attempt_at).flatten();
-            h.ramp_until = self
-                .config
-                .recovery_ramp
-                .until(&sub.health, &h, own, started_at);
-            h
-        });
+        let health = ended
+            .then(|| {
+                let mut h = next_health(&sub.health, &attempt, report.result.failure_class(), seq);
+                // A delivery that failed before this success was failing
+                // since its first attempt, parked or not.
+                let own = (attempt_no > 1).then_some(d.first_attempt_at).flatten();
+                h.ramp_until = self
+                    .config
+                    .recovery_ramp
+                    .until(&sub.health, &h, own, started_at);
+                h
+            })
+            .filter(|h| {
+                // Only a subscription of one lane delivers one attempt at a
+                // time: with more, another lane's failure may be written
+                // after `sub.health` was read, and this success must
+                // overwrite it.
+                let refresh = if sub.lanes.get() == 1 {
+                    self.ports.lanes.health_refresh()
+                } else {
+                    std::time::Duration::ZERO
+                };
+                health_write_due(&sub.health, h, refresh)
+            });
         let finish = Finish {
             end,
             attempt: Some(attempt),

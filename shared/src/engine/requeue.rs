@@ -216,7 +216,7 @@ impl Engine {
                     break;
                 }
                 job.after = e.position();
-                if sub.filters.iter().any(|f| f.matches(&e.event_type)) {
+                if sub.takes(&e.event_type) {
                     batch.push(NewDelivery::to(
                         sub,
                         &e.id,

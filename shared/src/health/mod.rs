@@ -135,6 +135,24 @@ pub fn next_health(
     h
 }
 
+/// Whether the health record after a sequence ended needs writing, when
+/// the store refreshes an unchanged record's `last_attempt_at` at most
+/// every `refresh` (a store that bills each write: AWS). A record that
+/// differs from `prev` in anything but that time is always written; one
+/// that differs only in it is written once `refresh` has passed since
+/// the stored time. With `refresh` zero every record is written.
+pub fn health_write_due(prev: &Health, next: &Health, refresh: Duration) -> bool {
+    let same_but_time = Health {
+        last_attempt_at: prev.last_attempt_at,
+        ..next.clone()
+    } == *prev;
+    let stale = match (prev.last_attempt_at, next.last_attempt_at) {
+        (Some(then), Some(now)) => (now - then).try_into().unwrap_or(Duration::ZERO) >= refresh,
+        _ => true,
+    };
+    !same_but_time || stale
+}
+
 /// The record suspension compares while deliveries are failing and not
 /// ended (G8): the finished failures of `prev`, plus the `failing`
 /// deliveries in retry or waiting behind one (each counted once, in the

@@ -167,3 +167,38 @@ fn a_streak_of_a_minute_starts_the_ramp_whether_its_deliveries_parked_or_retried
     assert_eq!(ramp.until(&ramping, &ok, None, after(50)), Some(after(100)));
     assert_eq!(ramp.until(&ramping, &ok, None, after(101)), None);
 }
+
+#[test]
+fn an_unchanged_record_is_written_again_only_once_its_time_is_stale() {
+    let t0 = time::OffsetDateTime::UNIX_EPOCH + time::Duration::days(20_000);
+    let at = |s: i64| t0 + time::Duration::seconds(s);
+    let ok = |s: i64| {
+        next_health(
+            &Health::default(),
+            &attempt(at(s), Some(200)),
+            None,
+            seq(at(s)),
+        )
+    };
+    let minute = Duration::from_secs(60);
+    // The same success 30 s on: not written; 60 s on: written.
+    assert!(!health_write_due(&ok(0), &ok(30), minute));
+    assert!(health_write_due(&ok(0), &ok(60), minute));
+    // Zero refresh: every record written.
+    assert!(health_write_due(&ok(0), &ok(0), Duration::ZERO));
+    // Anything else changed: written at once.
+    let mut other_status = ok(1);
+    other_status.last_status_code = Some(204);
+    assert!(health_write_due(&ok(0), &other_status, minute));
+    let failed = next_health(
+        &ok(0),
+        &attempt(at(1), Some(500)),
+        Some(FailureClass::Retryable),
+        seq(at(1)),
+    );
+    assert!(health_write_due(&ok(0), &failed, minute));
+    // A success after a failure resets the streak: written.
+    assert!(health_write_due(&failed, &ok(2), minute));
+    // A record never written before: written.
+    assert!(health_write_due(&Health::default(), &ok(0), minute));
+}

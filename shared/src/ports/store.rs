@@ -278,6 +278,14 @@ pub trait LaneQueue: Send + Sync {
         Ok(())
     }
 
+    /// How long a store leaves an unchanged health record's
+    /// `last_attempt_at` before writing it again
+    /// ([`crate::health::health_write_due`]). Default zero: every ended
+    /// sequence writes it.
+    fn health_refresh(&self) -> std::time::Duration {
+        std::time::Duration::ZERO
+    }
+
     /// Puts a due delivery off until `until` without an attempt (the
     /// circuit breaker is open). Queues that back off by visibility do
     /// nothing here.

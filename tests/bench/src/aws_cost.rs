@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 
-use crate::rig::{kib_payload, receiver, Api, Serve};
+use crate::rig::{invoice_payload, receiver, Api, Serve};
 
 /// Where the counting server bills empty receives (`hooklane_aws::calls`).
 const EMPTY_RECEIVE: &str = "ReceiveMessage (empty)";
@@ -60,9 +60,10 @@ fn calls(metrics: &str) -> BTreeMap<(String, String), u64> {
 }
 
 /// Parses `hooklane_aws_billed_total{service="…",operation="…",unit="…"} n`
-/// lines: [write units, read units, SQS requests] by (service, operation).
-fn billed(metrics: &str) -> BTreeMap<(String, String), [f64; 3]> {
-    let mut out: BTreeMap<(String, String), [f64; 3]> = BTreeMap::new();
+/// lines: [write units, read units, SQS requests, Lambda milliseconds] by
+/// (service, operation).
+fn billed(metrics: &str) -> BTreeMap<(String, String), [f64; 4]> {
+    let mut out: BTreeMap<(String, String), [f64; 4]> = BTreeMap::new();
     for l in metrics
         .lines()
         .filter_map(|l| l.strip_prefix("hooklane_aws_billed_total{service=\""))
@@ -71,7 +72,9 @@ fn billed(metrics: &str) -> BTreeMap<(String, String), [f64; 3]> {
             let (service, rest) = l.split_once("\",operation=\"")?;
             let (op, rest) = rest.split_once("\",unit=\"")?;
             let (unit, n) = rest.split_once("\"} ")?;
-            let slot = ["wru", "rru", "requests"].iter().position(|u| *u == unit)?;
+            let slot = ["wru", "rru", "requests", "ms"]
+                .iter()
+                .position(|u| *u == unit)?;
             Some((
                 (service.to_owned(), op.to_owned()),
                 slot,
@@ -127,7 +130,7 @@ fn add_diff(sum: &mut Counts, before: &Counts, after: &Counts) {
     for (k, units) in &after.1 {
         let was = before.1.get(k).copied().unwrap_or_default();
         let slot = sum.1.entry(k.clone()).or_default();
-        for i in 0..3 {
+        for i in 0..4 {
             slot[i] += units[i] - was[i];
         }
     }
@@ -197,24 +200,41 @@ async fn measure(bin: &str, endpoint: &str, shape: Shape) -> anyhow::Result<()> 
     }
     let before = counts(&api).await?;
     let start = Instant::now();
+    // One publisher, not at load: each event is published once the last
+    // one's deliveries arrived, so every receive finds the one message
+    // (the shape a quiet tenant has, whatever the local server's speed).
+    let one_at_a_time = shape.publishers == 1 && !shape.at_load;
     let tasks: Vec<_> = (0..shape.publishers)
         .map(|p| {
             let api = api.clone();
+            let seen = seen.clone();
             tokio::spawn(async move {
+                let mut took = Duration::ZERO;
                 for n in (p..shape.events).step_by(shape.publishers as usize) {
+                    let sent = Instant::now();
                     api.publish(
                         &format!("c{n}"),
                         &format!("t.{}", n % kinds),
-                        &kib_payload(),
+                        &invoice_payload(n),
                     )
                     .await?;
+                    took += sent.elapsed();
+                    let due = (n + 1) * shape.per_event;
+                    let end = Instant::now() + Duration::from_secs(30);
+                    while one_at_a_time
+                        && seen.delivered.load(Ordering::Relaxed) < due
+                        && Instant::now() < end
+                    {
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
                 }
-                anyhow::Ok(())
+                anyhow::Ok(took)
             })
         })
         .collect();
+    let mut api_time = Duration::ZERO;
     for t in tasks {
-        t.await??;
+        api_time += t.await??;
     }
     let mut last = (api, serve, before);
     if shape.at_load {
@@ -255,20 +275,28 @@ async fn measure(bin: &str, endpoint: &str, shape: Shape) -> anyhow::Result<()> 
             format!("{} publisher(s) at once", shape.publishers)
         }
     );
-    report(&sum, deliveries, (!shape.at_load).then_some(elapsed));
+    report(&sum, deliveries, (shape.events, api_time));
+    println!("(run time {:.1} s)", elapsed.as_secs_f64());
     Ok(())
 }
 
 type Counts = (
     BTreeMap<(String, String), u64>,
-    BTreeMap<(String, String), [f64; 3]>,
+    BTreeMap<(String, String), [f64; 4]>,
 );
 
-fn report(sum: &Counts, n: u64, elapsed: Option<Duration>) {
+/// Lambda's memory in GB: the template's default for every function.
+const LAMBDA_GB: f64 = 0.25;
+
+/// Prints the ledger per delivery. `api` is the events published and the
+/// time their requests took, seen by the publisher (an upper bound of the
+/// API function's billed duration; one invocation per request).
+fn report(sum: &Counts, n: u64, api: (u64, Duration)) {
     let (mut sqs, mut wru, mut rru) = (0.0, 0.0, 0.0);
+    let (mut invocations, mut lambda_ms) = (0.0, 0.0);
     println!(
-        "{:<10} {:<22} {:>9} {:>8} {:>8} {:>9}",
-        "service", "operation", "calls", "WRU", "RRU", "SQS req"
+        "{:<10} {:<22} {:>9} {:>8} {:>8} {:>9} {:>9}",
+        "service", "operation", "calls", "WRU", "RRU", "SQS req", "Lambda ms"
     );
     println!("{:<33} (per delivery)", "");
     // Empty receives are billed apart (one request each): a poller makes
@@ -295,12 +323,15 @@ fn report(sum: &Counts, n: u64, elapsed: Option<Duration>) {
         let units = sum.1.get(key).copied().unwrap_or_default();
         let per: Vec<f64> = units.iter().map(|u| u / n as f64).collect();
         println!(
-            "{service:<10} {op:<22} {calls:>9.3} {:>8.3} {:>8.3} {:>9.3}",
-            per[0], per[1], per[2]
+            "{service:<10} {op:<22} {calls:>9.3} {:>8.3} {:>8.3} {:>9.3} {:>9.2}",
+            per[0], per[1], per[2], per[3]
         );
         if op == EMPTY_RECEIVE {
             idle = per[2];
             continue;
+        }
+        if service == "Lambda" {
+            (invocations, lambda_ms) = (invocations + calls, lambda_ms + per[3]);
         }
         (wru, rru, sqs) = (wru + per[0], rru + per[1], sqs + per[2]);
     }
@@ -312,6 +343,13 @@ fn report(sum: &Counts, n: u64, elapsed: Option<Duration>) {
         wru * DDB_WRITE_UNIT,
         rru * DDB_READ_UNIT,
     );
+    let lambda = |calls: f64, ms: f64| {
+        calls * LAMBDA_REQUEST + ms / 1000.0 * LAMBDA_GB * LAMBDA_ARM_GB_SECOND
+    };
+    let workers_usd = lambda(invocations, lambda_ms);
+    let api_calls = api.0 as f64 / n as f64;
+    let api_ms = api.1.as_secs_f64() * 1000.0 / n as f64;
+    let api_usd = lambda(api_calls, api_ms);
     println!("per million deliveries: SQS ${:.2} ({sqs:.2} billed requests each), DynamoDB writes ${:.2} ({wru:.2} WRU), reads ${:.2} ({rru:.2} RRU)",
         sqs_usd * 1e6, wru_usd * 1e6, rru_usd * 1e6);
     println!(
@@ -323,15 +361,15 @@ fn report(sum: &Counts, n: u64, elapsed: Option<Duration>) {
         (wru * PROVISIONED_WRITE_UNIT + rru * PROVISIONED_READ_UNIT) / 0.7 * 1e6,
         (sqs_usd + (wru * PROVISIONED_WRITE_UNIT + rru * PROVISIONED_READ_UNIT) / 0.7) * 1e6
     );
-    if let Some(elapsed) = elapsed {
-        // Two invocations per ten deliveries (ingest and delivery batches),
-        // each delivery's share of the run's time at 256 MB.
-        let lambda_secs = elapsed.as_secs_f64() / n as f64;
-        let lambda = lambda_secs * 0.25 * LAMBDA_ARM_GB_SECOND + 0.2 * LAMBDA_REQUEST;
-        println!(
-            "Lambda at most ${:.2} ({:.1} ms each: the run's wall time on the local server, an upper bound)",
-            lambda * 1e6,
-            lambda_secs * 1000.0
-        );
-    }
+    println!(
+        "Lambda (arm64, {} MB): fan-out and delivery ${:.2} ({invocations:.3} invocations, {lambda_ms:.2} billed ms a delivery, the handlers' time measured on the local server), API ${:.2} ({api_calls:.3} requests, {api_ms:.2} ms a delivery as the publisher waited: an upper bound)",
+        LAMBDA_GB * 1024.0,
+        workers_usd * 1e6,
+        api_usd * 1e6
+    );
+    println!(
+        "API Gateway (HTTP API, $1.00 per million requests): ${:.2} with one request per event, ${:.2} with `POST /event-batches` of 100",
+        api_calls * 1.0,
+        api_calls / 100.0
+    );
 }

@@ -367,6 +367,56 @@ pub fn kib_payload() -> serde_json::Value {
     serde_json::json!({ "blob": "x".repeat(1000) })
 }
 
+/// A 1 KiB JSON payload shaped like a real webhook's (an invoice with its
+/// lines), different for each `n`: ids are random base62, so a store that
+/// compresses payloads is measured on what real payloads give, not on
+/// repeated text. Serialized, it is 1,000 to 1,050 bytes.
+pub fn invoice_payload(n: u64) -> serde_json::Value {
+    let mut state = n.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    const B62: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+    let mut id = |prefix: &str, len: usize| {
+        let tail: String = (0..len)
+            .map(|_| char::from(B62[(next() % 62) as usize]))
+            .collect();
+        format!("{prefix}_{tail}")
+    };
+    let customer = id("cus", 14);
+    let invoice = id("in", 24);
+    let lines: Vec<serde_json::Value> = (0..3)
+        .map(|i| {
+            serde_json::json!({
+                "id": id("il", 24),
+                "price": id("price", 24),
+                "description": format!("Seat license, tier {i}"),
+                "quantity": 1 + i,
+                "amount": 1_900 * (1 + i),
+                "period": {"start": 1_796_000_000 + i, "end": 1_798_592_000 + i},
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "id": invoice,
+        "object": "invoice",
+        "customer": customer,
+        "customer_email": format!("billing+{n}@example.com"),
+        "currency": "usd",
+        "amount_due": 11_400,
+        "amount_paid": 11_400,
+        "status": "paid",
+        "subscription": id("sub", 24),
+        "payment_intent": id("pi", 24),
+        "hosted_invoice_url": format!("https://pay.example.com/i/{}", id("live", 40)),
+        "lines": lines,
+        "metadata": {"order": format!("ord_{n:08}"), "region": "eu-west-1"},
+    })
+}
+
 /// Every first arrival the receiver saw.
 pub fn arrival_times(seen: &Seen) -> anyhow::Result<Vec<Instant>> {
     Ok(seen
@@ -386,4 +436,16 @@ pub fn spread(samples: &mut [f64]) -> (f64, f64, f64) {
     samples.sort_by(|a, b| a.total_cmp(b));
     let at = |q: f64| samples[((samples.len() - 1) as f64 * q).round() as usize];
     (at(0.5), at(0.1), at(0.9))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_invoice_payload_is_about_a_kibibyte_and_differs_per_event() {
+        for n in 0..50 {
+            let len = super::invoice_payload(n).to_string().len();
+            assert!((1_000..=1_050).contains(&len), "event {n}: {len} bytes");
+        }
+        assert_ne!(super::invoice_payload(1), super::invoice_payload(2));
+    }
 }

@@ -3,7 +3,10 @@
 //! per matching subscription. A fan-out too large for one invocation saves
 //! its cursor on the event and hands its message straight back, so the next
 //! receive resumes where it stopped, still at the head of its group.
+//! Consecutive events of one tenant in a batch, each small enough to ride
+//! in its message, fan out together: their deliveries go in one enqueue.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -40,7 +43,25 @@ pub async fn handle(ctx: &FanOut, event: SqsEvent) -> SqsBatchResponse {
         sqs: ctx.store.sqs().clone(),
         queue_url: ctx.store.settings().ingest_queue_url.clone(),
     };
-    let batch = run_groups(event.records, |m| process(ctx, m, started), Some(&source)).await;
+    let together = fan_out_together(ctx, &event.records).await;
+    let batch = run_groups(
+        event.records,
+        |m| {
+            let done = m
+                .message_id
+                .as_ref()
+                .is_some_and(|id| together.contains(id));
+            async move {
+                if done {
+                    Outcome::Done
+                } else {
+                    process(ctx, m, started).await
+                }
+            }
+        },
+        Some(&source),
+    )
+    .await;
     super::release(
         ctx.store.sqs(),
         &ctx.store.settings().ingest_queue_url,
@@ -48,6 +69,89 @@ pub async fn handle(ctx: &FanOut, event: SqsEvent) -> SqsBatchResponse {
     )
     .await;
     batch.response
+}
+
+/// The event a message carries, when fanning it out needs nothing but
+/// the event: a first receive (no cursor left by an earlier one) of an
+/// event small enough to travel in its message, not a backfill.
+fn carried_event(m: &SqsMessage) -> Option<Event> {
+    if !super::first_receive(m) {
+        return None;
+    }
+    let msg: FanOutMessage = serde_json::from_str(m.body.as_deref()?).ok()?;
+    if msg.backfill.is_some() {
+        return None;
+    }
+    let tenant = TenantId::parse(&msg.tenant).ok()?;
+    let id = EventId::parse(&msg.event_id).ok()?;
+    msg.event.as_ref()?.event(&tenant, &id)
+}
+
+/// One group's leading run of carried events: their message ids and
+/// events, and whether a message that is not one ended it.
+struct Run {
+    group: String,
+    events: Vec<(String, Event)>,
+    ended: bool,
+}
+
+/// Fans out each group's leading run of carried events
+/// ([`carried_event`]) together ([`Engine::fan_out_run`]): at load, a
+/// receive of ten events of one tenant sends its deliveries in one
+/// `SendMessageBatch` per ten rather than one per event. Returns the ids
+/// of the messages so fanned out; everything else (the rest of a group,
+/// or a whole run whose fan-out failed) goes through [`process`] one by
+/// one, which is safe: a fan-out run again queues nothing twice.
+pub async fn fan_out_together(ctx: &FanOut, records: &[SqsMessage]) -> HashSet<String> {
+    let mut runs: Vec<Run> = Vec::new();
+    for m in records {
+        let group = super::group_of(m);
+        let i = match runs.iter().position(|r| r.group == group) {
+            Some(i) => i,
+            None => {
+                runs.push(Run {
+                    group,
+                    events: Vec::new(),
+                    ended: false,
+                });
+                runs.len() - 1
+            }
+        };
+        let run = &mut runs[i];
+        if run.ended {
+            continue;
+        }
+        match (m.message_id.clone(), carried_event(m)) {
+            (Some(id), Some(event)) => run.events.push((id, event)),
+            _ => run.ended = true,
+        }
+    }
+    let fanned = runs
+        .into_iter()
+        .map(|r| r.events)
+        .filter(|run| run.len() > 1)
+        .map(|run| async move {
+            let events: Vec<Event> = run.iter().map(|(_, e)| e.clone()).collect();
+            match ctx.engine.fan_out_run(&events).await {
+                Ok(whole) => {
+                    info!(
+                        tenant = events[0].tenant.as_str(),
+                        events = whole,
+                        "fanned out together"
+                    );
+                    run.into_iter().take(whole).map(|(id, _)| id).collect()
+                }
+                Err(e) => {
+                    warn!(error = %e, "fanning out a run of events failed; one by one instead");
+                    Vec::new()
+                }
+            }
+        });
+    futures::future::join_all(fanned)
+        .await
+        .into_iter()
+        .flatten()
+        .collect()
 }
 
 /// A fan-out message that does not parse fails alone: it is reported, and

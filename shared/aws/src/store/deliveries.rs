@@ -12,8 +12,10 @@
 //!   conditional `UpdateItem` of the record (state, status, error, next
 //!   attempt; on condition it is still pending);
 //! - delivered or parked: one `UpdateItem` of the subscription's health
-//!   before that; parked also sends the message to the dead-letter queue
-//!   with its reason;
+//!   before that, unless the record would change only its
+//!   `last_attempt_at`, by less than a minute (a healthy endpoint's
+//!   successes write it once a minute, not once each); parked also
+//!   sends the message to the dead-letter queue with its reason;
 //! - retry on a lane not yet spilling: one `UpdateItem` setting its flag;
 //!   delivered or parked on a spilling lane: the refill;
 //! - held (suspended) or dropped (unregistered): one conditional
@@ -37,6 +39,9 @@ use time::OffsetDateTime;
 use super::{backend, corrupt, get_n, get_s, required_n, AwsStore, Item};
 use crate::messages::{dedup_id, CarriedEvent, DeliveryMessage};
 
+/// How stale an unchanged health record's `last_attempt_at` may get
+/// before a success writes it again.
+const HEALTH_REFRESH: std::time::Duration = std::time::Duration::from_secs(60);
 /// How often a batch send retries the entries SQS refused.
 const BATCH_RETRIES: usize = 3;
 /// Tries of the write that starts an attempt, each with the SDK's own
@@ -176,6 +181,7 @@ impl AwsStore {
                 if failed.is_empty() {
                     break;
                 }
+                warn_if_order_broken(&pending, &failed);
                 if round == BATCH_RETRIES {
                     return Err(StoreError::Backend(format!(
                         "SendMessageBatch refused {} entries: {:?}",
@@ -202,6 +208,28 @@ impl AwsStore {
             .get_consistent(record_pk(sub), record_sk(event))
             .await?;
         item.as_ref().map(record_of).transpose()
+    }
+}
+
+/// Says so when SQS refused an entry of a batch but took a later one of
+/// the same lane (message group): the refused one, sent again, then
+/// arrives after it. Entries are refused for throttling or internal
+/// errors, rarely; nothing is lost, but that lane's order is not kept for
+/// the pair, and the error log says which.
+fn warn_if_order_broken(sent: &[SendMessageBatchRequestEntry], failed: &[String]) {
+    for (i, entry) in sent.iter().enumerate() {
+        if !failed.contains(&entry.id) {
+            continue;
+        }
+        let overtaken = sent[i + 1..].iter().any(|later| {
+            !failed.contains(&later.id) && later.message_group_id == entry.message_group_id
+        });
+        if overtaken {
+            tracing::error!(
+                group = entry.message_group_id.as_deref().unwrap_or(""),
+                "SQS refused a delivery message and took a later one of its lane: the refused one is sent again, after it"
+            );
+        }
     }
 }
 
@@ -324,6 +352,13 @@ impl LaneQueue for AwsStore {
 
     async fn release_tenant_slot(&self, d: &Delivery, slot: TenantSlot) -> StoreResult<()> {
         self.give_back_tenant_slot(d, slot).await
+    }
+
+    /// A success on a subscription whose record says nothing else rewrites
+    /// its `last_attempt_at` at most once a minute (one write unit saved
+    /// per delivery on a healthy endpoint).
+    fn health_refresh(&self) -> std::time::Duration {
+        HEALTH_REFRESH
     }
 
     async fn defer(&self, _: &Delivery, _: OffsetDateTime) -> StoreResult<()> {

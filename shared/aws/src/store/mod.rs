@@ -5,7 +5,8 @@
 //! - subscription: `T#{tenant}`, `S#{id}` (tombstone: `deleted_at`)
 //! - event: `T#{tenant}`, `E#{id}` (TTL `expires_at`, 14 days)
 //! - delivery record: `D#{subscription}`, `E#{event}`; `gsi1` by event
-//!   (`V#{tenant}#{event}`), `gsi2` for parked ones (`P#{tenant}`, parked
+//!   (`V#{tenant}#{event}`) once retried or ended otherwise than delivered
+//!   at its first attempt, `gsi2` for parked ones (`P#{tenant}`, parked
 //!   order); created at the first attempt, so the attempt number is exact
 //! - attempt: `A#{tenant}#{subscription}`, zero-padded sequence
 //! - spilled delivery: `L#{subscription}`, zero-padded sequence
@@ -38,6 +39,9 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use hooklane_core::ports::{StoreError, StoreResult};
 
 use crate::Settings;
+
+/// How often a `BatchGetItem` asks again for keys left unprocessed.
+const BATCH_GET_RETRIES: u32 = 5;
 
 pub use resources::Resources;
 pub use slow_pool::Handover;
@@ -144,6 +148,57 @@ impl AwsStore {
             .await
             .map_err(backend)?;
         Ok(resp.item)
+    }
+
+    /// Several items by key (`pk`, `sk`), eventually consistent, in
+    /// `BatchGetItem` calls of 100, asking again for the keys DynamoDB left
+    /// unprocessed; items that do not exist are absent.
+    pub(crate) async fn get_many(&self, keys: Vec<(String, String)>) -> StoreResult<Vec<Item>> {
+        use aws_sdk_dynamodb::types::KeysAndAttributes;
+        let mut found = Vec::new();
+        for chunk in keys.chunks(100) {
+            let mut wanted: Vec<Item> = chunk
+                .iter()
+                .map(|(pk, sk)| {
+                    Item::from([
+                        ("pk".to_owned(), crate::string_attr(pk)),
+                        ("sk".to_owned(), crate::string_attr(sk)),
+                    ])
+                })
+                .collect();
+            for round in 0..=BATCH_GET_RETRIES {
+                if wanted.is_empty() {
+                    break;
+                }
+                if round == BATCH_GET_RETRIES {
+                    return Err(StoreError::Backend(format!(
+                        "BatchGetItem left {} keys unprocessed",
+                        wanted.len()
+                    )));
+                }
+                let ask = KeysAndAttributes::builder()
+                    .set_keys(Some(std::mem::take(&mut wanted)))
+                    .build()
+                    .map_err(backend)?;
+                let resp = self
+                    .ddb
+                    .batch_get_item()
+                    .request_items(&self.settings.table, ask)
+                    .send()
+                    .await
+                    .map_err(backend)?;
+                if let Some(mut items) = resp.responses {
+                    found.extend(items.remove(&self.settings.table).unwrap_or_default());
+                }
+                if let Some(mut left) = resp.unprocessed_keys {
+                    if let Some(k) = left.remove(&self.settings.table) {
+                        wanted = k.keys;
+                        tokio::time::sleep(std::time::Duration::from_millis(50 << round)).await;
+                    }
+                }
+            }
+        }
+        Ok(found)
     }
 
     /// The same adapter over another DynamoDB client (tests observe the

@@ -62,12 +62,10 @@ impl AwsStore {
         lease_until: OffsetDateTime,
         token: &str,
     ) -> StoreResult<bool> {
-        // A first attempt's record is not in the `gsi1` index yet: its
-        // outcome puts it there (one index write per delivery, not two).
-        // Until then `GET /events/{id}` shows the delivery as the queued
-        // one of a matching subscription (pending, no attempts yet), as
-        // before any attempt; a crash in the attempt keeps it so until the
-        // retry's start.
+        // A first attempt's record is not in the `gsi1` index: its outcome
+        // puts it there unless it was delivered (at most one index write
+        // per delivery, none on the happy path). `GET /events/{id}` reads
+        // it by key meanwhile (`views`).
         let mut expression = "SET attempts = :next, tenant = :t, subscription_id = :s, \
              event_id = :e, event_type = :ty, #state = :pending, attempt_token = :token, \
              first_attempt_at = if_not_exists(first_attempt_at, :now), last_attempt_at = :now, \
@@ -126,16 +124,21 @@ impl AwsStore {
             .key("sk", string_attr(record_sk(&d.event_id)))
             .expression_attribute_names("#state", "state")
             .expression_attribute_values(":pending", string_attr("pending"))
-            .expression_attribute_values(":updated", number_attr(ms(now)))
-            .expression_attribute_values(":g1", string_attr(by_event_pk(&d.tenant, &d.event_id)))
-            .expression_attribute_values(":sub", string_attr(d.subscription_id.as_str()));
-        // Into the `gsi1` index (a first attempt's record is not in it yet).
-        let mut set = vec![
-            "#state = :state",
-            "updated_at = :updated",
-            "gsi1pk = :g1",
-            "gsi1sk = :sub",
-        ];
+            .expression_attribute_values(":updated", number_attr(ms(now)));
+        // Into the `gsi1` index (a first attempt's record is not in it
+        // yet), unless it was delivered at its first attempt: the event's
+        // view reads those by key (`views`), and the delivery path pays no
+        // index write.
+        let mut set = vec!["#state = :state", "updated_at = :updated"];
+        if !(d.attempts == 0 && matches!(finish.end, End::Delivered)) {
+            set.extend(["gsi1pk = :g1", "gsi1sk = :sub"]);
+            req = req
+                .expression_attribute_values(
+                    ":g1",
+                    string_attr(by_event_pk(&d.tenant, &d.event_id)),
+                )
+                .expression_attribute_values(":sub", string_attr(d.subscription_id.as_str()));
+        }
         if let Some(code) = last.and_then(|a| a.status_code) {
             set.push("last_status = :status");
             req = req.expression_attribute_values(":status", number_attr(code));

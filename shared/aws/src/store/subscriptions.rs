@@ -394,8 +394,7 @@ impl SubscriptionStore for AwsStore {
         limit: usize,
     ) -> StoreResult<Vec<Subscription>> {
         self.scan_tenant(tenant, after, limit, |sub| {
-            sub.status == hooklane_core::domain::SubscriptionStatus::Active
-                && sub.filters.iter().any(|f| f.matches(event_type))
+            sub.status == hooklane_core::domain::SubscriptionStatus::Active && sub.takes(event_type)
         })
         .await
     }
