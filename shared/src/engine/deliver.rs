@@ -17,6 +17,15 @@ use crate::ports::{End, Finish, Outbound, SendReport, StoreResult, TenantSlot};
 use crate::rate::Slot;
 use crate::signing::webhook_headers;
 
+/// How much longer than the attempt timeout a delivery's lease and its
+/// tenant slot's lease last: room for the writes between taking the slot
+/// and the request.
+const LEASE_MARGIN: Duration = Duration::from_secs(5);
+
+/// How many times a slot's lease is renewed before a request when the
+/// writes since it was taken ate into it.
+const RENEWALS: usize = 3;
+
 /// What preparing a delivery found.
 enum Prepared {
     /// Attempt it.
@@ -55,26 +64,40 @@ impl Engine {
             Ok(start) => (sub, event, start),
             Err(until) => return self.put_off(d, until).await,
         };
-        let lease = now + self.config.attempt_timeout + Duration::from_secs(5);
         let limit = self.config.tenant_max_in_flight;
-        let slot = match self.ports.lanes.tenant_slot(d, limit, now, lease).await {
+        let hold = self.config.attempt_timeout + LEASE_MARGIN;
+        let slot = match self.ports.lanes.tenant_slot(d, limit, hold).await {
             Ok(TenantSlot::Full(until)) => return self.put_off(d, until).await,
             Ok(slot) => slot,
             // The bound's bookkeeping could not be read: no attempt now,
             // and a look again in a second (not the store's long retry).
             Err(e) => {
                 warn!(tenant = d.tenant.as_str(), error = %e, "taking a tenant slot failed; trying again shortly");
-                return self.put_off(d, now + Duration::from_secs(1)).await;
+                let soon = self.ports.clock.now() + Duration::from_secs(1);
+                return self.put_off(d, soon).await;
             }
         };
+        // The attempt starts now: taking the slot may have taken a while.
+        let now = self.ports.clock.now().max(now);
+        let lease = now + hold;
         let begun = self.ports.lanes.begin(d, now, lease).await;
         if !matches!(begun, Ok(true)) {
             self.release_slot(d, slot).await;
             return begun.map(|_| Step::Skipped);
         }
+        let Some(slot) = self.slot_for_the_request(d, slot, hold).await else {
+            // G3 forbids the request. The attempt's number is taken (its
+            // start is written), as after a crash: the delivery comes
+            // round again and its next attempt has the next number.
+            let soon = self.ports.clock.now() + Duration::from_secs(1);
+            return self.put_off(d, soon).await;
+        };
         self.metrics.attempts.fetch_add(1, Ordering::Relaxed);
         let attempt_no = d.attempts + 1;
-        let report = self.send(&sub, &event, attempt_no, now).await;
+        let report = {
+            let _open = super::in_flight::open(&d.tenant);
+            self.send(&sub, &event, attempt_no, now).await
+        };
         self.release_slot(d, slot).await;
         self.breakers.record(
             &d.subscription_id,
@@ -101,6 +124,48 @@ impl Engine {
         self.ports.lanes.defer(d, until).await?;
         self.metrics.deferred.fetch_add(1, Ordering::Relaxed);
         Ok(Step::Deferred(until))
+    }
+
+    /// The tenant slot, held for the whole request: the request ends by
+    /// the attempt timeout, and that (with the clocks' allowance) must fall
+    /// within the slot's lease, since another process may take the slot
+    /// from its end on. A lease the writes since it was taken (a slow
+    /// store, its retries) ate into is renewed. `None` when the slot was
+    /// lost or could not be renewed in time: no request may go out (G3).
+    async fn slot_for_the_request(
+        &self,
+        d: &Delivery,
+        mut slot: TenantSlot,
+        hold: Duration,
+    ) -> Option<TenantSlot> {
+        for _ in 0..RENEWALS {
+            let TenantSlot::Held { until, .. } = &slot else {
+                return Some(slot);
+            };
+            let ends =
+                self.ports.clock.now() + self.config.attempt_timeout + super::CLOCK_ALLOWANCE;
+            if ends <= *until {
+                return Some(slot);
+            }
+            match self.ports.lanes.renew_tenant_slot(d, &slot, hold).await {
+                Ok(Some(renewed)) => slot = renewed,
+                Ok(None) => {
+                    warn!(tenant = d.tenant.as_str(), "a tenant slot's lease ended before its request and the slot was taken; the attempt waits");
+                    return None;
+                }
+                Err(e) => {
+                    warn!(tenant = d.tenant.as_str(), error = %e, "renewing a tenant slot failed; the attempt waits");
+                    self.release_slot(d, slot).await;
+                    return None;
+                }
+            }
+        }
+        warn!(
+            tenant = d.tenant.as_str(),
+            "a tenant slot could not be renewed in time for its request; the attempt waits"
+        );
+        self.release_slot(d, slot).await;
+        None
     }
 
     /// Gives a tenant slot back; one that cannot be frees itself when its

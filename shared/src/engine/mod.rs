@@ -6,6 +6,7 @@
 //! handlers decide *when* each step runs.
 
 mod deliver;
+pub mod in_flight;
 mod lifecycle;
 mod requeue;
 mod wiring;
@@ -98,6 +99,10 @@ impl Metrics {
                 )
             })
             .collect();
+        out.push_str(&format!(
+            "# TYPE hooklane_tenant_attempts_in_flight_peak gauge\nhooklane_tenant_attempts_in_flight_peak {}\n",
+            in_flight::peak()
+        ));
         if let Some(extra) = self.extra.get() {
             out.push_str(&extra());
         }

@@ -184,6 +184,9 @@ pub enum TenantSlot {
         shard: u16,
         /// The lease's id.
         lease: String,
+        /// When the lease ends, as written: another process may take the
+        /// slot from then on, so no request may still be out.
+        until: OffsetDateTime,
     },
     /// Every slot is taken: put the delivery off until then.
     Full(OffsetDateTime),
@@ -258,19 +261,32 @@ pub trait LaneQueue: Send + Sync {
         Ok(true)
     }
 
-    /// Takes one of the tenant's `limit` attempt slots for `d` until
-    /// `lease_until` (G3), where the queue keeps the bound across processes
-    /// (AWS: function instances share no memory). Default: the runtime
-    /// bounds tenants itself (the embedded lanes' per-tenant semaphore) and
-    /// nothing is taken here.
+    /// Takes one of the tenant's `limit` attempt slots for `d` for `hold`
+    /// from the moment it is written (G3), where the queue keeps the bound
+    /// across processes (AWS: function instances share no memory). The
+    /// lease's end is reckoned by the store at its write, not from a time
+    /// read before: the reads that come first can be slow, and a lease that
+    /// ended before its request went out bounds nothing. Default: the
+    /// runtime bounds tenants itself (the embedded lanes' per-tenant
+    /// semaphore) and nothing is taken here.
     async fn tenant_slot(
         &self,
         _d: &Delivery,
         _limit: usize,
-        _now: OffsetDateTime,
-        _lease_until: OffsetDateTime,
+        _hold: std::time::Duration,
     ) -> StoreResult<TenantSlot> {
         Ok(TenantSlot::Unbounded)
+    }
+    /// Extends a held slot to `hold` from now, on condition it is still
+    /// held (no one cleared it as expired): `None` when it was lost.
+    /// Default: there is nothing to extend.
+    async fn renew_tenant_slot(
+        &self,
+        _d: &Delivery,
+        slot: &TenantSlot,
+        _hold: std::time::Duration,
+    ) -> StoreResult<Option<TenantSlot>> {
+        Ok(Some(slot.clone()))
     }
     /// Gives back a slot [`LaneQueue::tenant_slot`] took; a slot never
     /// given back (a crash) frees itself at its lease's end.

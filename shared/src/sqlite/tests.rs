@@ -3,7 +3,7 @@
 
 use crate::contract::{self, Harness};
 use crate::domain::{Delivery, SubscriptionId};
-use crate::ports::{DeliveryViews, LaneQueue, SubscriptionStore};
+use crate::ports::{DeliveryViews, LaneQueue, SubscriptionStore, TenantSlot};
 
 use super::SqliteStore;
 
@@ -292,5 +292,150 @@ async fn an_adapter_that_departs_from_the_requeue_rule_fails_the_contract() {
     assert!(
         checked.is_err_and(|e| e.is_panic()),
         "the contract passed an adapter that replays held deliveries"
+    );
+}
+
+/// A lane queue whose tenant slots come with a lease already nearly over,
+/// as after a slow store: the engine must renew it before the request, and
+/// send nothing when the renewal finds the slot lost (G3).
+struct ShortSlots {
+    store: SqliteStore,
+    /// Whether a renewal finds the lease still held.
+    still_held: bool,
+    renewals: std::sync::atomic::AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl LaneQueue for ShortSlots {
+    async fn enqueue(&self, d: &[crate::ports::NewDelivery]) -> crate::ports::StoreResult<()> {
+        self.store.enqueue(d).await
+    }
+    async fn begin(
+        &self,
+        d: &Delivery,
+        now: time::OffsetDateTime,
+        lease: time::OffsetDateTime,
+    ) -> crate::ports::StoreResult<bool> {
+        self.store.begin(d, now, lease).await
+    }
+    async fn finish(
+        &self,
+        d: &Delivery,
+        f: &crate::ports::Finish,
+    ) -> crate::ports::StoreResult<()> {
+        self.store.finish(d, f).await
+    }
+    async fn defer(
+        &self,
+        d: &Delivery,
+        until: time::OffsetDateTime,
+    ) -> crate::ports::StoreResult<()> {
+        self.store.defer(d, until).await
+    }
+    async fn requeue(
+        &self,
+        d: &[crate::ports::NewDelivery],
+        rule: crate::domain::Retake,
+        backfill: bool,
+    ) -> crate::ports::StoreResult<Vec<bool>> {
+        self.store.requeue(d, rule, backfill).await
+    }
+    async fn tenant_slot(
+        &self,
+        _d: &Delivery,
+        _limit: usize,
+        _hold: std::time::Duration,
+    ) -> crate::ports::StoreResult<TenantSlot> {
+        // Taken a while ago: a second of the lease is left, less than the
+        // attempt timeout.
+        Ok(TenantSlot::Held {
+            shard: 0,
+            lease: "l".into(),
+            until: time::OffsetDateTime::now_utc() + std::time::Duration::from_secs(1),
+        })
+    }
+    async fn renew_tenant_slot(
+        &self,
+        _d: &Delivery,
+        slot: &TenantSlot,
+        hold: std::time::Duration,
+    ) -> crate::ports::StoreResult<Option<TenantSlot>> {
+        self.renewals
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let TenantSlot::Held { shard, lease, .. } = slot.clone() else {
+            return Ok(Some(slot.clone()));
+        };
+        Ok(self.still_held.then(|| TenantSlot::Held {
+            shard,
+            lease,
+            until: time::OffsetDateTime::now_utc() + hold,
+        }))
+    }
+}
+
+/// A sender that answers 204 and counts.
+#[derive(Default)]
+struct Counting(std::sync::atomic::AtomicUsize);
+
+#[async_trait::async_trait]
+impl crate::ports::Sender for Counting {
+    async fn send(&self, _request: crate::ports::Outbound) -> crate::ports::SendReport {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        crate::ports::SendReport {
+            result: crate::policy::AttemptResult::Response {
+                status: 204,
+                retry_after: None,
+            },
+            excerpt: None,
+            elapsed: std::time::Duration::from_millis(1),
+        }
+    }
+}
+
+/// One delivery attempted over [`ShortSlots`]: the step, how many
+/// requests went out, how many renewals were asked for.
+async fn attempt_with_a_short_slot(still_held: bool) -> (crate::engine::Step, usize, usize) {
+    let h = open();
+    let lanes = std::sync::Arc::new(ShortSlots {
+        store: h.store.clone(),
+        still_held,
+        renewals: Default::default(),
+    });
+    let sender = std::sync::Arc::new(Counting::default());
+    let mut ports = contract::ports_over(h.store.clone());
+    ports.lanes = lanes.clone();
+    ports.sender = sender.clone();
+    let engine = crate::engine::Engine::new(ports, crate::config::Config::default());
+    let t = crate::domain::TenantId::parse("short-slot").unwrap();
+    let sub = contract::subscription(&t, &["*"]);
+    h.store.insert(&sub).await.unwrap();
+    let event = contract::event(&t, "a.b", time::OffsetDateTime::now_utc());
+    engine.publish(event.clone()).await.unwrap();
+    engine.fan_out(&event).await.unwrap();
+    let d = h.next_delivery(&sub.id).await.expect("queued");
+    let step = engine.deliver(&d, None).await.unwrap();
+    (
+        step,
+        sender.0.load(std::sync::atomic::Ordering::SeqCst),
+        lanes.renewals.load(std::sync::atomic::Ordering::SeqCst),
+    )
+}
+
+#[tokio::test]
+async fn a_slot_lease_too_short_for_the_request_is_renewed_and_a_lost_one_sends_nothing() {
+    let (step, sent, renewals) = attempt_with_a_short_slot(true).await;
+    assert_eq!(renewals, 1, "a second left of the lease is renewed");
+    assert_eq!(sent, 1);
+    assert_eq!(
+        step,
+        crate::engine::Step::Ended(crate::ports::End::Delivered)
+    );
+
+    let (step, sent, renewals) = attempt_with_a_short_slot(false).await;
+    assert_eq!(renewals, 1);
+    assert_eq!(sent, 0, "no request without a slot held for all of it (G3)");
+    assert!(
+        matches!(step, crate::engine::Step::Deferred(_)),
+        "the delivery comes round again: {step:?}"
     );
 }

@@ -344,10 +344,18 @@ impl LaneQueue for AwsStore {
         &self,
         d: &Delivery,
         limit: usize,
-        now: OffsetDateTime,
-        lease_until: OffsetDateTime,
+        hold: std::time::Duration,
     ) -> StoreResult<TenantSlot> {
-        self.take_tenant_slot(d, limit, now, lease_until).await
+        self.take_tenant_slot(d, limit, hold).await
+    }
+
+    async fn renew_tenant_slot(
+        &self,
+        d: &Delivery,
+        slot: &TenantSlot,
+        hold: std::time::Duration,
+    ) -> StoreResult<Option<TenantSlot>> {
+        self.extend_tenant_slot(d, slot, hold).await
     }
 
     async fn release_tenant_slot(&self, d: &Delivery, slot: TenantSlot) -> StoreResult<()> {

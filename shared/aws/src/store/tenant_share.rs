@@ -27,6 +27,14 @@
 //! past their expiry (the attempt's crash), and when none is free the
 //! delivery is put off for a second or two without an attempt. Taking and
 //! giving back costs two write units per attempt of a bounded tenant.
+//!
+//! A lease ends the engine's `hold` (attempt timeout plus a margin) after
+//! the clock as read right before the write that takes it, never from a
+//! time read earlier: the lane count and a full shard's read come first
+//! and can be slow, and a lease already past its end when its request goes
+//! out lets another instance take the same slot. The engine checks the end
+//! again right before the request and renews the lease (one conditional
+//! write) when too little of it is left.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -252,8 +260,7 @@ impl AwsStore {
         &self,
         d: &Delivery,
         limit: usize,
-        now: OffsetDateTime,
-        lease_until: OffsetDateTime,
+        hold: Duration,
     ) -> StoreResult<TenantSlot> {
         if self.tenant_lane_count(&d.tenant).await? <= limit as i64 {
             return Ok(TenantSlot::Unbounded);
@@ -266,37 +273,33 @@ impl AwsStore {
         for i in 0..caps.len().min(2) {
             let shard = (first + i) % caps.len();
             let taken = self
-                .take_in_shard(
-                    &d.tenant,
-                    shard as u16,
-                    caps[shard],
-                    &lease,
-                    now,
-                    lease_until,
-                )
+                .take_in_shard(&d.tenant, shard as u16, caps[shard], &lease, hold)
                 .await?;
-            if taken {
+            if let Some(until) = taken {
                 return Ok(TenantSlot::Held {
                     shard: shard as u16,
                     lease,
+                    until,
                 });
             }
         }
         let wait = Duration::from_millis(1000 + rand::random::<u64>() % 1000);
-        Ok(TenantSlot::Full(now + wait))
+        Ok(TenantSlot::Full(OffsetDateTime::now_utc() + wait))
     }
 
-    /// Takes a lease in one shard: one conditional write while it has room;
-    /// when full, one read to clear expired leases and one write.
+    /// Takes a lease in one shard, ending `hold` after the clock as read
+    /// right before the write that takes it: one conditional write while
+    /// the shard has room; when full, one read to clear expired leases and
+    /// one write. The lease's end when taken.
     async fn take_in_shard(
         &self,
         tenant: &TenantId,
         shard: u16,
         cap: usize,
         lease: &str,
-        now: OffsetDateTime,
-        until: OffsetDateTime,
-    ) -> StoreResult<bool> {
+        hold: Duration,
+    ) -> StoreResult<Option<OffsetDateTime>> {
+        let until = OffsetDateTime::now_utc() + hold;
         let res = self
             .tenant_item(tenant, slot_sk(shard))
             .update_expression("SET held.#lease = :until")
@@ -313,7 +316,7 @@ impl AwsStore {
             .send()
             .await;
         match res {
-            Ok(_) => return Ok(true),
+            Ok(_) => return Ok(Some(until)),
             Err(e) if is_condition_failed(&e) => {}
             Err(e) => return Err(backend(e)),
         }
@@ -321,14 +324,16 @@ impl AwsStore {
             .get_consistent(tenant_pk(tenant), slot_sk(shard))
             .await?;
         let Some(AttributeValue::M(held)) = item.as_ref().and_then(|i| i.get("held")) else {
-            return self.first_lease(tenant, shard, lease, until).await;
+            return self.first_lease(tenant, shard, lease, hold).await;
         };
+        let now = OffsetDateTime::now_utc();
         let expired = expired_leases(held, ms(now));
         if held.len() - expired.len() >= cap || expired.is_empty() {
-            return Ok(false);
+            return Ok(None);
         }
         // Clear the expired leases (still as read) and take one, as long as
         // what is left has room.
+        let until = now + hold;
         let mut req = self
             .tenant_item(tenant, slot_sk(shard))
             .expression_attribute_names("#lease", lease)
@@ -351,7 +356,7 @@ impl AwsStore {
             .condition_expression(still.join(" AND "))
             .send()
             .await;
-        super::took_effect(res)
+        Ok(super::took_effect(res)?.then_some(until))
     }
 
     /// The first lease of a shard that has none yet.
@@ -360,8 +365,9 @@ impl AwsStore {
         tenant: &TenantId,
         shard: u16,
         lease: &str,
-        until: OffsetDateTime,
-    ) -> StoreResult<bool> {
+        hold: Duration,
+    ) -> StoreResult<Option<OffsetDateTime>> {
+        let until = OffsetDateTime::now_utc() + hold;
         let held = HashMap::from([(lease.to_owned(), number_attr(ms(until)))]);
         let res = self
             .ddb
@@ -378,7 +384,36 @@ impl AwsStore {
             .expression_attribute_values(":one", number_attr(1))
             .send()
             .await;
-        super::took_effect(res)
+        Ok(super::took_effect(res)?.then_some(until))
+    }
+
+    /// [`hooklane_core::ports::LaneQueue::renew_tenant_slot`] on DynamoDB:
+    /// one write, on condition the lease is still in its item. A lease past
+    /// its end but not yet cleared is still held: whoever read it expired
+    /// clears it only while it has the end they read.
+    pub(crate) async fn extend_tenant_slot(
+        &self,
+        d: &Delivery,
+        slot: &TenantSlot,
+        hold: Duration,
+    ) -> StoreResult<Option<TenantSlot>> {
+        let TenantSlot::Held { shard, lease, .. } = slot else {
+            return Ok(Some(slot.clone()));
+        };
+        let until = OffsetDateTime::now_utc() + hold;
+        let res = self
+            .tenant_item(&d.tenant, slot_sk(*shard))
+            .update_expression("SET held.#lease = :until")
+            .condition_expression("attribute_exists(held.#lease)")
+            .expression_attribute_names("#lease", lease)
+            .expression_attribute_values(":until", number_attr(ms(until)))
+            .send()
+            .await;
+        Ok(super::took_effect(res)?.then(|| TenantSlot::Held {
+            shard: *shard,
+            lease: lease.clone(),
+            until,
+        }))
     }
 
     /// [`hooklane_core::ports::LaneQueue::release_tenant_slot`] on
@@ -388,7 +423,7 @@ impl AwsStore {
         d: &Delivery,
         slot: TenantSlot,
     ) -> StoreResult<()> {
-        let TenantSlot::Held { shard, lease } = slot else {
+        let TenantSlot::Held { shard, lease, .. } = slot else {
             return Ok(());
         };
         self.tenant_item(&d.tenant, slot_sk(shard))
