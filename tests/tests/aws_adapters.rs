@@ -1196,3 +1196,175 @@ async fn only_a_delivery_not_delivered_at_once_enters_the_by_event_index() {
         "{views:?}"
     );
 }
+
+/// A store over `store`'s resources with the API path on or off, in a
+/// process of its own (nothing remembered of moved tenants), and an
+/// engine over it.
+async fn api_path(
+    store: &AwsStore,
+    on: bool,
+    tweak: impl FnOnce(&mut hooklane_aws::Settings),
+) -> (AwsStore, std::sync::Arc<hooklane_core::engine::Engine>) {
+    let sdk = hooklane_tests::aws::sdk().await;
+    let mut settings = store.settings().clone();
+    settings.fan_out_in_api = on;
+    tweak(&mut settings);
+    let store = AwsStore::new(&sdk, settings);
+    let env = test_env(&[]);
+    let config = Config::from_lookup(|k| env.get(k).cloned()).unwrap();
+    let engine = hooklane_aws::wiring::engine(config, &store, &sdk, None).unwrap();
+    (store, engine)
+}
+
+/// The ingest queue's messages' event ids, in order (each batch deleted).
+async fn ingest_event_ids(store: &AwsStore) -> Vec<String> {
+    let url = &store.settings().ingest_queue_url;
+    let mut ids = Vec::new();
+    for _ in 0..20 {
+        let msgs = receive(store, url).await;
+        if msgs.is_empty() {
+            break;
+        }
+        for m in &msgs {
+            let body: serde_json::Value = serde_json::from_str(m.body().unwrap()).unwrap();
+            ids.push(body["event_id"].as_str().unwrap().to_owned());
+            delete(store, url, m).await;
+        }
+    }
+    ids
+}
+
+/// On the API path a publish fans its event out before it answers: the
+/// deliveries are queued, each lane in publish order, and the ingest queue
+/// is not used.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_the_api_path_a_publish_queues_its_deliveries_before_answering_in_order() {
+    let (store, engine) = api_path(&fresh_store(30).await, true, |_| {}).await;
+    let tenant = TenantId::parse("acme").unwrap();
+    let mut subs = Vec::new();
+    for _ in 0..3 {
+        let sub = contract::subscription(&tenant, &["*"]);
+        store.insert(&sub).await.unwrap();
+        subs.push(sub.id.as_str().to_owned());
+    }
+    let mut ids = Vec::new();
+    for _ in 0..6 {
+        let event = an_event(&tenant);
+        ids.push(event.id.as_str().to_owned());
+        engine.publish(event).await.unwrap();
+    }
+    let queued = queued_event_ids(&store).await;
+    for sub in &subs {
+        assert_eq!(queued.get(sub), Some(&ids), "subscription {sub}'s lane");
+    }
+    assert!(
+        ingest_event_ids(&store).await.is_empty(),
+        "nothing went through the ingest queue"
+    );
+}
+
+/// A fan-out that fails before the answer is scheduled on the ingest queue
+/// instead (the publish still answers), and its tenant moves there for
+/// good: another process's next publish of it goes there too, behind it,
+/// and the fan-out function queues both in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fan_out_that_fails_before_the_answer_moves_its_tenant_to_the_ingest_queue_for_good() {
+    let base = fresh_store(30).await;
+    // This process's delivery queue does not exist: its fan-out fails.
+    let (broken, broken_engine) = api_path(&base, true, |s| {
+        s.delivery_queue_url.push_str("-missing");
+    })
+    .await;
+    let tenant = TenantId::parse("acme").unwrap();
+    let sub = contract::subscription(&tenant, &["*"]);
+    broken.insert(&sub).await.unwrap();
+    let first = an_event(&tenant);
+    let accepted = broken_engine.publish(first.clone()).await;
+    assert!(
+        matches!(accepted, Ok(hooklane_core::ports::Accepted::New(_))),
+        "accepted, its fan-out scheduled: {accepted:?}"
+    );
+    // Another process, with the API path on and a working queue.
+    let (store, engine) = api_path(&base, true, |_| {}).await;
+    let second = an_event(&tenant);
+    engine.publish(second.clone()).await.unwrap();
+    // An untouched tenant still fans out in the API.
+    let other = TenantId::parse("other").unwrap();
+    let other_sub = contract::subscription(&other, &["*"]);
+    store.insert(&other_sub).await.unwrap();
+    let third = an_event(&other);
+    engine.publish(third.clone()).await.unwrap();
+
+    let url = store.settings().ingest_queue_url.clone();
+    let msgs = receive_within_10s(&store, &url).await;
+    let ids: Vec<String> = msgs
+        .iter()
+        .map(|m| {
+            let body: serde_json::Value = serde_json::from_str(m.body().unwrap()).unwrap();
+            body["event_id"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    assert_eq!(
+        ids,
+        vec![first.id.as_str().to_owned(), second.id.as_str().to_owned()],
+        "the moved tenant's events, in order, and no other"
+    );
+    let queued = queued_event_ids(&store).await;
+    assert_eq!(
+        queued.get(other_sub.id.as_str()),
+        Some(&vec![third.id.as_str().to_owned()])
+    );
+    assert!(!queued.contains_key(sub.id.as_str()), "not fanned out yet");
+
+    // The fan-out function takes them from the ingest queue, in order.
+    let fan = hooklane_aws::handlers::fanout::FanOut {
+        engine,
+        store: store.clone(),
+        budget: Duration::from_secs(60),
+    };
+    let resp =
+        hooklane_aws::handlers::fanout::handle(&fan, hooklane_aws::queue_poller::to_event(&msgs))
+            .await;
+    assert!(failed_ids(&resp).is_empty(), "no fan-out failed");
+    for m in &msgs {
+        delete(&store, &url, m).await;
+    }
+    let queued = queued_event_ids(&store).await;
+    assert_eq!(
+        queued.get(sub.id.as_str()),
+        Some(&vec![
+            first.id.as_str().to_owned(),
+            second.id.as_str().to_owned()
+        ])
+    );
+}
+
+/// A crash between the archive write and the fan-out (the publish never
+/// answered) loses nothing: the publisher's retry is a duplicate, and it
+/// fans the event out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_between_the_archive_write_and_the_fan_out_is_fanned_out_by_the_retry() {
+    let (store, engine) = api_path(&fresh_store(30).await, true, |_| {}).await;
+    let tenant = TenantId::parse("acme").unwrap();
+    let sub = contract::subscription(&tenant, &["*"]);
+    store.insert(&sub).await.unwrap();
+    let event = an_event(&tenant);
+    // The archive write, then the crash: the caller never fans out.
+    let (accepted, by) = store.accept_routed(event.clone()).await.unwrap();
+    assert!(matches!(accepted, hooklane_core::ports::Accepted::New(_)));
+    assert_eq!(by, hooklane_core::ports::FanOutBy::Caller);
+    assert!(queued_event_ids(&store).await.is_empty(), "nothing queued");
+
+    let retried = engine.publish(event.clone()).await.unwrap();
+    assert!(matches!(
+        retried,
+        hooklane_core::ports::Accepted::Duplicate(_)
+    ));
+    let queued = queued_event_ids(&store).await;
+    assert_eq!(
+        queued.get(sub.id.as_str()),
+        Some(&vec![event.id.as_str().to_owned()]),
+        "the retry fanned it out"
+    );
+    assert!(ingest_event_ids(&store).await.is_empty());
+}

@@ -24,7 +24,7 @@ pub mod queue_poller;
 mod store;
 pub mod wiring;
 
-pub use store::{AwsStore, Pool, Resources};
+pub use store::{fan_out_in_api_from_env, AwsStore, Pool, Resources};
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
@@ -45,6 +45,10 @@ pub struct Settings {
     /// The slow pool's FIFO queue URL: lanes whose receivers do not answer
     /// in time are delivered from there (none: no slow pool).
     pub slow_queue_url: Option<String>,
+    /// Whether the API function fans events out itself rather than through
+    /// the ingest queue (`HOOKLANE_FAN_OUT_IN_API`, on unless `false`; see
+    /// the store's `fan_out_path`).
+    pub fan_out_in_api: bool,
 }
 
 impl Settings {
@@ -59,6 +63,7 @@ impl Settings {
             slow_queue_url: std::env::var("HOOKLANE_SLOW_QUEUE_URL")
                 .ok()
                 .filter(|u| !u.is_empty()),
+            fan_out_in_api: store::fan_out_in_api_from_env(),
         })
     }
 }

@@ -19,12 +19,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use time::OffsetDateTime;
-use tracing::info;
+use tracing::{info, warn};
 
 use crate::config::Config;
 use crate::domain::{Event, EventType, Subscription, SubscriptionId, TenantId};
 use crate::health::Breakers;
-use crate::ports::{Accepted, End, NewDelivery, StoreResult};
+use crate::ports::{Accepted, End, FanOutBy, NewDelivery, StoreResult};
 
 /// How far apart two machines' clocks may be: a subscription created this
 /// long after an event was accepted may still have been created before it.
@@ -172,7 +172,7 @@ impl Engine {
     /// Accepts an event: archives it and schedules its fan-out. A new event
     /// wakes the fan-out worker.
     pub async fn publish(&self, event: Event) -> StoreResult<Accepted> {
-        let accepted = self.ports.events.accept(event).await?;
+        let (accepted, by) = self.ports.events.accept_routed(event).await?;
         if let Accepted::New(e) = &accepted {
             self.metrics.events_accepted.fetch_add(1, Ordering::Relaxed);
             info!(
@@ -182,7 +182,31 @@ impl Engine {
             );
             self.ports.wakeup.fan_out(e);
         }
+        if by == FanOutBy::Caller {
+            self.fan_out_before_answer(accepted.event()).await?;
+        }
         Ok(accepted)
+    }
+
+    /// Fans out an event that its publish fans out ([`FanOutBy::Caller`]):
+    /// one page of subscriptions, before the answer, so a tenant's events
+    /// published one after another are queued in that order. An event with
+    /// more, or whose fan-out failed, is scheduled instead, and its tenant
+    /// moves to the scheduled path for good; the scheduled fan-out queues
+    /// nothing twice. When that fails too, the publish fails (5xx) and its
+    /// retry, a duplicate, fans out again.
+    async fn fan_out_before_answer(&self, event: &Event) -> StoreResult<()> {
+        let (tenant, event_id) = (event.tenant.as_str(), event.id.as_str());
+        match self.fan_out_pages(event, None, 1).await {
+            Ok((_, None)) => return Ok(()),
+            Ok((_, Some(_))) => {
+                info!(tenant, event_id, "fan-out larger than a page; the tenant's events are fanned out from the queue from now on");
+            }
+            Err(e) => {
+                warn!(tenant, event_id, error = %e, "fanning out before answering failed; the tenant's events are fanned out from the queue from now on");
+            }
+        }
+        self.ports.events.fan_out_later(event).await
     }
 
     /// Enqueues one delivery of `event` for each matching active

@@ -87,6 +87,26 @@ pub enum Accepted {
     Duplicate(Event),
 }
 
+impl Accepted {
+    /// The event: the one accepted, or the original.
+    pub fn event(&self) -> &Event {
+        match self {
+            Self::New(e) | Self::Duplicate(e) => e,
+        }
+    }
+}
+
+/// Who fans an accepted event out ([`EventArchive::accept_routed`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FanOutBy {
+    /// Scheduled with the accept (the embedded intake, the AWS ingest
+    /// queue).
+    Schedule,
+    /// The caller, before it answers: the AWS API function fans out
+    /// itself rather than through the ingest queue.
+    Caller,
+}
+
 /// The event archive and the fan-out intake.
 #[async_trait]
 pub trait EventArchive: Send + Sync {
@@ -94,6 +114,25 @@ pub trait EventArchive: Send + Sync {
     /// event answered 202 is never lost. An id seen within 24 h answers
     /// the original; an older one is a conflict.
     async fn accept(&self, event: Event) -> StoreResult<Accepted>;
+    /// Archives the event like [`EventArchive::accept`], and either
+    /// schedules its fan-out or leaves it to the caller, who fans it out
+    /// before answering (a duplicate included: fanning out again queues
+    /// nothing twice). Where the caller fans out, every one of a tenant's
+    /// events is fanned out by its publish until the tenant moves to the
+    /// scheduled path ([`EventArchive::fan_out_later`]), for good, so one
+    /// path holds the tenant's order. Default: always scheduled.
+    async fn accept_routed(&self, event: Event) -> StoreResult<(Accepted, FanOutBy)> {
+        Ok((self.accept(event).await?, FanOutBy::Schedule))
+    }
+    /// Schedules the fan-out of an archived event the caller was to fan
+    /// out and could not (it failed, or it is too large to finish before
+    /// answering), moving its tenant to the scheduled path for good first.
+    /// Default: nothing is ever left to the caller, so this is an error.
+    async fn fan_out_later(&self, _event: &Event) -> StoreResult<()> {
+        Err(super::StoreError::Backend(
+            "this archive schedules every fan-out itself".into(),
+        ))
+    }
     /// Reads an archived event.
     async fn get(&self, tenant: &TenantId, id: &EventId) -> StoreResult<Option<Event>>;
     /// A tenant's archived events after `after` and accepted at `until` at

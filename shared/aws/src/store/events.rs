@@ -1,8 +1,10 @@
 //! `EventArchive` on DynamoDB + the ingest FIFO queue: an event is archived
-//! with a conditional put (the id is the idempotency key), then sent to the
-//! ingest queue (group = tenant). A duplicate publish sends it again, so a
-//! failure between the put and the send loses nothing: the publisher's
-//! retry completes it.
+//! with a conditional put (the id is the idempotency key), then fanned out
+//! by the API function before it answers, or sent to the ingest queue
+//! (group = tenant) for the fan-out function ([`super::fan_out_path`]
+//! decides which, per tenant). A duplicate publish fans out again, so a
+//! failure between the put and the fan-out loses nothing: the publisher's
+//! retry, which the failure's 5xx asks for, completes it.
 //!
 //! A payload longer than [`DEFLATE_OVER`] bytes is stored deflated (a
 //! binary `payload_z` instead of the string `payload`) when that makes it
@@ -22,7 +24,7 @@ use flate2::Compression;
 use hooklane_core::domain::{
     ArchivePosition, ArchivedEvent, Event, EventId, EventType, OrderingKey, TenantId,
 };
-use hooklane_core::ports::{Accepted, EventArchive, StoreError, StoreResult};
+use hooklane_core::ports::{Accepted, EventArchive, FanOutBy, StoreError, StoreResult};
 use hooklane_core::record::{from_ms, ms};
 use time::OffsetDateTime;
 
@@ -131,9 +133,10 @@ impl AwsStore {
     }
 }
 
-#[async_trait]
-impl EventArchive for AwsStore {
-    async fn accept(&self, event: Event) -> StoreResult<Accepted> {
+impl AwsStore {
+    /// Archives an event (one conditional put): new, or the original of a
+    /// duplicate within 24 h; an older reuse of the id is a conflict.
+    async fn archive(&self, event: Event) -> StoreResult<Accepted> {
         let payload = String::from_utf8(event.payload.to_vec()).map_err(|_| corrupt("payload"))?;
         // Idempotent (see `write_token`): a put whose answer was lost and
         // that the SDK sends again is this accept, not a duplicate publish.
@@ -161,10 +164,7 @@ impl EventArchive for AwsStore {
             put = put.item("ordering_key", string_attr(key.as_str()));
         }
         match put.send().await {
-            Ok(_) => {
-                self.send_fan_out(&event).await?;
-                Ok(Accepted::New(event))
-            }
+            Ok(_) => Ok(Accepted::New(event)),
             Err(e) if is_condition_failed(&e) => {
                 let item = self
                     .get_event_item(&event.tenant, &event.id)
@@ -176,15 +176,37 @@ impl EventArchive for AwsStore {
                         "this event id was used more than 24 hours ago".into(),
                     ));
                 }
-                // The first accept may have failed between the put and the
-                // send: fan out again. That is idempotent: a delivery already
-                // queued within five minutes is deduplicated by SQS, and one
-                // already attempted finds its record and is skipped.
-                self.send_fan_out(&original).await?;
                 Ok(Accepted::Duplicate(original))
             }
             Err(e) => Err(backend(e)),
         }
+    }
+}
+
+/// A duplicate is fanned out again, on whichever path: the first accept
+/// may have failed between its put and its fan-out. That is idempotent: a
+/// delivery already queued within five minutes is deduplicated by SQS, and
+/// one already attempted finds its record and is skipped.
+#[async_trait]
+impl EventArchive for AwsStore {
+    async fn accept(&self, event: Event) -> StoreResult<Accepted> {
+        let accepted = self.archive(event).await?;
+        self.fan_out_later(accepted.event()).await?;
+        Ok(accepted)
+    }
+
+    async fn accept_routed(&self, event: Event) -> StoreResult<(Accepted, FanOutBy)> {
+        let accepted = self.archive(event).await?;
+        if self.fans_out_in_api(&accepted.event().tenant).await? {
+            return Ok((accepted, FanOutBy::Caller));
+        }
+        self.send_fan_out(accepted.event()).await?;
+        Ok((accepted, FanOutBy::Schedule))
+    }
+
+    async fn fan_out_later(&self, event: &Event) -> StoreResult<()> {
+        self.move_to_queue(&event.tenant).await?;
+        self.send_fan_out(event).await
     }
 
     async fn get(&self, tenant: &TenantId, id: &EventId) -> StoreResult<Option<Event>> {

@@ -22,6 +22,7 @@ mod conflicts;
 mod dead_letters;
 mod deliveries;
 mod events;
+mod fan_out_path;
 mod lane_change;
 mod lane_flags;
 mod rates;
@@ -43,6 +44,7 @@ use crate::Settings;
 /// How often a `BatchGetItem` asks again for keys left unprocessed.
 const BATCH_GET_RETRIES: u32 = 5;
 
+pub use fan_out_path::fan_out_in_api_from_env;
 pub use resources::Resources;
 pub use slow_pool::Handover;
 
@@ -71,6 +73,8 @@ pub struct AwsStore {
     pub(crate) placements: std::sync::Arc<lane_change::Placements>,
     /// Tenants' lane counts as last read (shared by clones).
     pub(crate) tenant_lanes: std::sync::Arc<tenant_share::TenantLanes>,
+    /// Tenants seen moved to the ingest queue (shared by clones).
+    pub(crate) moved: std::sync::Arc<fan_out_path::MovedTenants>,
     /// The delivery pool this process runs.
     pub(crate) pool: Pool,
 }
@@ -112,6 +116,7 @@ impl AwsStore {
             lane_flags: Default::default(),
             placements: Default::default(),
             tenant_lanes: Default::default(),
+            moved: Default::default(),
             pool: Pool::Main,
         }
     }
@@ -130,6 +135,7 @@ impl AwsStore {
             lane_flags: Default::default(),
             placements: Default::default(),
             tenant_lanes: Default::default(),
+            moved: Default::default(),
             pool: Pool::Main,
         }
     }

@@ -102,6 +102,7 @@ impl Resources {
             delivery_queue_url: delivery_url,
             dlq_url,
             slow_queue_url: Some(slow_url),
+            fan_out_in_api: super::fan_out_path::fan_out_in_api_from_env(),
         })
     }
 
