@@ -1368,3 +1368,30 @@ async fn a_crash_between_the_archive_write_and_the_fan_out_is_fanned_out_by_the_
     );
     assert!(ingest_event_ids(&store).await.is_empty());
 }
+
+/// A batch on the API path is fanned out together before the answer: each
+/// lane gets the batch's events in order, nothing through the ingest
+/// queue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_the_api_path_a_batch_is_fanned_out_together_in_order() {
+    let (store, engine) = api_path(&fresh_store(30).await, true, |_| {}).await;
+    let tenant = TenantId::parse("acme").unwrap();
+    let mut subs = Vec::new();
+    for _ in 0..2 {
+        let sub = contract::subscription(&tenant, &["*"]);
+        store.insert(&sub).await.unwrap();
+        subs.push(sub.id.as_str().to_owned());
+    }
+    let events: Vec<Event> = (0..12).map(|_| an_event(&tenant)).collect();
+    let ids: Vec<String> = events.iter().map(|e| e.id.as_str().to_owned()).collect();
+    let answers = engine.publish_all(events).await;
+    assert_eq!(answers.len(), 12);
+    assert!(answers
+        .iter()
+        .all(|a| matches!(a, Ok(hooklane_core::ports::Accepted::New(_)))));
+    let queued = queued_event_ids(&store).await;
+    for sub in &subs {
+        assert_eq!(queued.get(sub), Some(&ids), "subscription {sub}'s lane");
+    }
+    assert!(ingest_event_ids(&store).await.is_empty());
+}

@@ -20,7 +20,7 @@ use super::error::ApiError;
 use super::input::{self, rfc3339};
 use super::AppState;
 use crate::domain::{Event, EventId, EventType, OrderingKey, TenantId};
-use crate::ports::{Accepted, StoreError};
+use crate::ports::{Accepted, StoreError, StoreResult};
 
 /// The body every receiver gets, in this field order, serialized once at
 /// publish so every attempt sends the same bytes.
@@ -122,7 +122,12 @@ fn event_of(state: &AppState, tenant: &TenantId, bytes: &[u8]) -> Result<Event, 
 /// Accepts an event: 202 when new, 200 with the original when its id was
 /// published within the last 24 h (G12).
 async fn accept(state: &AppState, event: Event) -> Result<(StatusCode, Value), ApiError> {
-    match state.engine.publish(event).await {
+    answer(state.engine.publish(event).await)
+}
+
+/// How an accept is answered.
+fn answer(accepted: StoreResult<Accepted>) -> Result<(StatusCode, Value), ApiError> {
+    match accepted {
         Ok(Accepted::New(e)) => Ok((StatusCode::ACCEPTED, accepted_view(&e))),
         Ok(Accepted::Duplicate(e)) => Ok((StatusCode::OK, accepted_view(&e))),
         Err(StoreError::Conflict(detail)) => Err(ApiError::conflict(Some("id"), detail)),
@@ -145,6 +150,8 @@ pub(super) async fn publish(
 /// `POST /event-batches`: up to [`BATCH_MAX_EVENTS`] events accepted one
 /// after another in the order given, each answered as `POST /events`
 /// would (`status` beside the answer), or refused alone with its problem.
+/// Where the API fans out itself (AWS), the batch's events are fanned out
+/// together ([`crate::engine::Engine::publish_all`]).
 /// A body that is not a batch (not an object with `events`, not 1 to 100
 /// objects, over [`BATCH_MAX_BODY`]) is one problem and accepts nothing.
 ///
@@ -176,15 +183,25 @@ pub(super) async fn publish_batch(
     if events.is_empty() || events.len() > BATCH_MAX_EVENTS || !objects {
         return Err(not_a_batch());
     }
+    // Each event read and checked first (a bad one refused alone), then
+    // the good ones accepted together, in order.
+    let mut valid = Vec::with_capacity(events.len());
+    let checked: Vec<Result<(), ApiError>> = events
+        .iter()
+        .map(|raw| event_of(&state, &tenant, raw.get().as_bytes()).map(|e| valid.push(e)))
+        .collect();
+    let mut accepted = state.engine.publish_all(valid).await.into_iter();
     let mut items = Vec::with_capacity(events.len());
     let mut failed: Option<ApiError> = None;
-    for raw in events {
-        let answer = match &failed {
-            Some(e) => Err(e.clone()),
-            None => match event_of(&state, &tenant, raw.get().as_bytes()) {
-                Ok(event) => accept(&state, event).await,
-                Err(e) => Err(e),
-            },
+    for check in checked {
+        let answer = match (&failed, check) {
+            (Some(e), _) => Err(e.clone()),
+            (None, Err(e)) => Err(e),
+            // Past the last answer only after a failure, which set `failed`.
+            (None, Ok(())) => accepted.next().map_or_else(
+                || Err(ApiError::internal("an event of the batch was not answered")),
+                answer,
+            ),
         };
         items.push(match answer {
             Ok((status, mut view)) => {

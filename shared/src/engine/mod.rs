@@ -24,7 +24,7 @@ use tracing::{info, warn};
 use crate::config::Config;
 use crate::domain::{Event, EventType, Subscription, SubscriptionId, TenantId};
 use crate::health::Breakers;
-use crate::ports::{Accepted, End, FanOutBy, NewDelivery, StoreResult};
+use crate::ports::{Accepted, End, FanOutBy, NewDelivery, StoreError, StoreResult};
 
 /// How far apart two machines' clocks may be: a subscription created this
 /// long after an event was accepted may still have been created before it.
@@ -169,44 +169,89 @@ impl Engine {
         })
     }
 
-    /// Accepts an event: archives it and schedules its fan-out. A new event
-    /// wakes the fan-out worker.
+    /// Accepts an event: archives it and schedules its fan-out, or fans it
+    /// out before returning ([`FanOutBy::Caller`]). A new event wakes the
+    /// fan-out worker.
     pub async fn publish(&self, event: Event) -> StoreResult<Accepted> {
-        let (accepted, by) = self.ports.events.accept_routed(event).await?;
-        if let Accepted::New(e) = &accepted {
-            self.metrics.events_accepted.fetch_add(1, Ordering::Relaxed);
-            info!(
-                tenant = e.tenant.as_str(),
-                event_id = e.id.as_str(),
-                "event accepted"
-            );
-            self.ports.wakeup.fan_out(e);
-        }
-        if by == FanOutBy::Caller {
-            self.fan_out_before_answer(accepted.event()).await?;
-        }
-        Ok(accepted)
+        self.publish_all(vec![event])
+            .await
+            .pop()
+            .unwrap_or_else(|| Err(StoreError::Backend("no answer".into())))
     }
 
-    /// Fans out an event that its publish fans out ([`FanOutBy::Caller`]):
-    /// one page of subscriptions, before the answer, so a tenant's events
-    /// published one after another are queued in that order. An event with
-    /// more, or whose fan-out failed, is scheduled instead, and its tenant
-    /// moves to the scheduled path for good; the scheduled fan-out queues
-    /// nothing twice. When that fails too, the publish fails (5xx) and its
-    /// retry, a duplicate, fans out again.
-    async fn fan_out_before_answer(&self, event: &Event) -> StoreResult<()> {
-        let (tenant, event_id) = (event.tenant.as_str(), event.id.as_str());
-        match self.fan_out_pages(event, None, 1).await {
-            Ok((_, None)) => return Ok(()),
-            Ok((_, Some(_))) => {
-                info!(tenant, event_id, "fan-out larger than a page; the tenant's events are fanned out from the queue from now on");
-            }
-            Err(e) => {
-                warn!(tenant, event_id, error = %e, "fanning out before answering failed; the tenant's events are fanned out from the queue from now on");
+    /// Accepts one tenant's events in order, as [`Engine::publish`] each,
+    /// and fans out those the caller fans out together: one enqueue for
+    /// the run ([`Engine::fan_out_run`]), so a batch of single-subscriber
+    /// events is queued in one `SendMessageBatch` per ten on AWS. Answers
+    /// each event in order up to the first storage failure, which is the
+    /// last answer (a conflict is an answer, not a failure): no event is
+    /// accepted ahead of an earlier one that was not.
+    ///
+    /// What the caller fans out is fanned out before this returns. From an
+    /// event with more than a page of subscriptions on, or for the whole
+    /// run when its fan-out failed, the events are scheduled instead, in
+    /// order, and the tenant moves to the scheduled path for good; the
+    /// scheduled fan-out queues nothing twice. When scheduling fails too,
+    /// that event answers the failure (its retry, a duplicate, fans out
+    /// again).
+    pub async fn publish_all(&self, events: Vec<Event>) -> Vec<StoreResult<Accepted>> {
+        let mut answers: Vec<StoreResult<Accepted>> = Vec::with_capacity(events.len());
+        // The answers whose fan-out is this caller's.
+        let mut here: Vec<usize> = Vec::new();
+        for event in events {
+            match self.ports.events.accept_routed(event).await {
+                Ok((accepted, by)) => {
+                    if let Accepted::New(e) = &accepted {
+                        self.metrics.events_accepted.fetch_add(1, Ordering::Relaxed);
+                        info!(
+                            tenant = e.tenant.as_str(),
+                            event_id = e.id.as_str(),
+                            "event accepted"
+                        );
+                        self.ports.wakeup.fan_out(e);
+                    }
+                    if by == FanOutBy::Caller {
+                        here.push(answers.len());
+                    }
+                    answers.push(Ok(accepted));
+                }
+                Err(e @ StoreError::Conflict(_)) => answers.push(Err(e)),
+                Err(e) => {
+                    answers.push(Err(e));
+                    break;
+                }
             }
         }
-        self.ports.events.fan_out_later(event).await
+        let run: Vec<Event> = here
+            .iter()
+            .filter_map(|&i| answers[i].as_ref().ok().map(|a| a.event().clone()))
+            .collect();
+        if run.is_empty() {
+            return answers;
+        }
+        let tenant = run[0].tenant.as_str();
+        let whole = match self.fan_out_run(&run).await {
+            Ok(whole) => whole,
+            Err(e) => {
+                warn!(tenant, error = %e, "fanning out before answering failed; the tenant's events are fanned out from the queue from now on");
+                0
+            }
+        };
+        if whole < run.len() {
+            info!(
+                tenant,
+                "scheduling the fan-out of {} event(s): the tenant's events are fanned out from the queue from now on",
+                run.len() - whole
+            );
+        }
+        for (event, &i) in run.iter().zip(&here).skip(whole) {
+            if let Err(e) = self.ports.events.fan_out_later(event).await {
+                answers.truncate(i);
+                answers.push(Err(e));
+                break;
+            }
+        }
+        answers
     }
 
     /// Enqueues one delivery of `event` for each matching active
