@@ -1021,6 +1021,29 @@ async fn a_tenants_lane_counter_errs_high_never_low() {
     assert_eq!(lane_counter(&store, &other).await, 2);
 }
 
+/// `n` subscriptions of `tenant` to every event type; their ids.
+async fn subscribed(store: &AwsStore, tenant: &TenantId, n: usize) -> Vec<String> {
+    let mut subs = Vec::new();
+    for _ in 0..n {
+        let sub = contract::subscription(tenant, &["*"]);
+        store.insert(&sub).await.unwrap();
+        subs.push(sub.id.as_str().to_owned());
+    }
+    subs
+}
+
+/// The fan-out function over `engine` and `store`.
+fn fan_out_function(
+    engine: std::sync::Arc<hooklane_core::engine::Engine>,
+    store: &AwsStore,
+) -> hooklane_aws::handlers::fanout::FanOut {
+    hooklane_aws::handlers::fanout::FanOut {
+        engine,
+        store: store.clone(),
+        budget: Duration::from_secs(60),
+    }
+}
+
 /// The event ids of the delivery messages in the delivery queue, by
 /// subscription, in the order received (each received batch deleted, so
 /// a lane's next messages come).
@@ -1055,18 +1078,9 @@ async fn a_receive_of_a_tenants_events_fans_out_together_in_acceptance_order() {
     let engine =
         hooklane_aws::wiring::engine(config, &store, &hooklane_tests::aws::sdk().await, None)
             .unwrap();
-    let fan = hooklane_aws::handlers::fanout::FanOut {
-        engine,
-        store: store.clone(),
-        budget: Duration::from_secs(60),
-    };
+    let fan = fan_out_function(engine, &store);
     let tenant = TenantId::parse("acme").unwrap();
-    let mut subs = Vec::new();
-    for _ in 0..3 {
-        let sub = contract::subscription(&tenant, &["*"]);
-        store.insert(&sub).await.unwrap();
-        subs.push(sub.id.as_str().to_owned());
-    }
+    let subs = subscribed(&store, &tenant, 3).await;
     let mut ids = Vec::new();
     for _ in 0..8 {
         let event = an_event(&tenant);
@@ -1241,12 +1255,7 @@ async fn ingest_event_ids(store: &AwsStore) -> Vec<String> {
 async fn on_the_api_path_a_publish_queues_its_deliveries_before_answering_in_order() {
     let (store, engine) = api_path(&fresh_store(30).await, true, |_| {}).await;
     let tenant = TenantId::parse("acme").unwrap();
-    let mut subs = Vec::new();
-    for _ in 0..3 {
-        let sub = contract::subscription(&tenant, &["*"]);
-        store.insert(&sub).await.unwrap();
-        subs.push(sub.id.as_str().to_owned());
-    }
+    let subs = subscribed(&store, &tenant, 3).await;
     let mut ids = Vec::new();
     for _ in 0..6 {
         let event = an_event(&tenant);
@@ -1317,11 +1326,7 @@ async fn a_fan_out_that_fails_before_the_answer_moves_its_tenant_to_the_ingest_q
     assert!(!queued.contains_key(sub.id.as_str()), "not fanned out yet");
 
     // The fan-out function takes them from the ingest queue, in order.
-    let fan = hooklane_aws::handlers::fanout::FanOut {
-        engine,
-        store: store.clone(),
-        budget: Duration::from_secs(60),
-    };
+    let fan = fan_out_function(engine, &store);
     let resp =
         hooklane_aws::handlers::fanout::handle(&fan, hooklane_aws::queue_poller::to_event(&msgs))
             .await;
@@ -1376,12 +1381,7 @@ async fn a_crash_between_the_archive_write_and_the_fan_out_is_fanned_out_by_the_
 async fn on_the_api_path_a_batch_is_fanned_out_together_in_order() {
     let (store, engine) = api_path(&fresh_store(30).await, true, |_| {}).await;
     let tenant = TenantId::parse("acme").unwrap();
-    let mut subs = Vec::new();
-    for _ in 0..2 {
-        let sub = contract::subscription(&tenant, &["*"]);
-        store.insert(&sub).await.unwrap();
-        subs.push(sub.id.as_str().to_owned());
-    }
+    let subs = subscribed(&store, &tenant, 2).await;
     let events: Vec<Event> = (0..12).map(|_| an_event(&tenant)).collect();
     let ids: Vec<String> = events.iter().map(|e| e.id.as_str().to_owned()).collect();
     let answers = engine.publish_all(events).await;

@@ -99,6 +99,8 @@ pub struct Shape {
     pub per_event: u64,
     /// Fill each queue before its poller starts, so receives are full.
     pub at_load: bool,
+    /// Events per request (above 1: `POST /event-batches`).
+    pub batch: u64,
 }
 
 /// Runs the shape over 10 subscriptions and prints the calls and what
@@ -210,15 +212,27 @@ async fn measure(bin: &str, endpoint: &str, shape: Shape) -> anyhow::Result<()> 
             let seen = seen.clone();
             tokio::spawn(async move {
                 let mut took = Duration::ZERO;
-                for n in (p..shape.events).step_by(shape.publishers as usize) {
+                let mine: Vec<u64> = (p..shape.events)
+                    .step_by(shape.publishers as usize)
+                    .collect();
+                for chunk in mine.chunks(shape.batch as usize) {
                     let sent = Instant::now();
-                    api.publish(
-                        &format!("c{n}"),
-                        &format!("t.{}", n % kinds),
-                        &invoice_payload(n),
-                    )
-                    .await?;
+                    let event = |n: u64| {
+                        (
+                            format!("c{n}"),
+                            format!("t.{}", n % kinds),
+                            invoice_payload(n),
+                        )
+                    };
+                    if let [n] = chunk {
+                        let (id, ty, data) = event(*n);
+                        api.publish(&id, &ty, &data).await?;
+                    } else {
+                        api.publish_batch(chunk.iter().map(|n| event(*n)).collect())
+                            .await?;
+                    }
                     took += sent.elapsed();
+                    let n = chunk[chunk.len() - 1];
                     let due = (n + 1) * shape.per_event;
                     let end = Instant::now() + Duration::from_secs(30);
                     while one_at_a_time
@@ -275,7 +289,8 @@ async fn measure(bin: &str, endpoint: &str, shape: Shape) -> anyhow::Result<()> 
             format!("{} publisher(s) at once", shape.publishers)
         }
     );
-    report(&sum, deliveries, (shape.events, api_time));
+    let requests = shape.events.div_ceil(shape.batch);
+    report(&sum, deliveries, (requests, api_time), shape);
     println!("(run time {:.1} s)", elapsed.as_secs_f64());
     Ok(())
 }
@@ -288,10 +303,11 @@ type Counts = (
 /// Lambda's memory in GB: the template's default for every function.
 const LAMBDA_GB: f64 = 0.25;
 
-/// Prints the ledger per delivery. `api` is the events published and the
-/// time their requests took, seen by the publisher (an upper bound of the
-/// API function's billed duration; one invocation per request).
-fn report(sum: &Counts, n: u64, api: (u64, Duration)) {
+/// Prints the ledger per delivery. `api` is the requests that published
+/// the events and the time they took, seen by the publisher (an upper
+/// bound of the API function's billed duration; one invocation per
+/// request).
+fn report(sum: &Counts, n: u64, api: (u64, Duration), shape: Shape) {
     let (mut sqs, mut wru, mut rru) = (0.0, 0.0, 0.0);
     let (mut invocations, mut lambda_ms) = (0.0, 0.0);
     println!(
@@ -367,9 +383,12 @@ fn report(sum: &Counts, n: u64, api: (u64, Duration)) {
         workers_usd * 1e6,
         api_usd * 1e6
     );
+    let per_event = 1.0 / shape.per_event as f64;
     println!(
-        "API Gateway (HTTP API, $1.00 per million requests): ${:.2} with one request per event, ${:.2} with `POST /event-batches` of 100",
+        "API Gateway (HTTP API, $1.00 per million requests): ${:.2} as published here ({} event(s) a request); ${:.2} with one request per event, ${:.2} with `POST /event-batches` of 100",
         api_calls * 1.0,
-        api_calls / 100.0
+        shape.batch,
+        per_event,
+        per_event / 100.0
     );
 }

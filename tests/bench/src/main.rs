@@ -83,6 +83,10 @@ enum Figure {
         /// as under load.
         #[arg(long)]
         at_load: bool,
+        /// Events per request: above 1, published through
+        /// `POST /event-batches` (at most 100).
+        #[arg(long, default_value_t = 1)]
+        batch: u64,
     },
     /// 6: Lambda binary sizes and init time.
     Lambda(lambda::Args),
@@ -293,12 +297,14 @@ async fn main() -> anyhow::Result<()> {
             publishers,
             per_event,
             at_load,
+            batch,
         } => {
             let shape = aws_cost::Shape {
                 events: deliveries / per_event.max(1),
                 publishers: publishers.max(1),
                 per_event,
                 at_load,
+                batch: batch.clamp(1, 100),
             };
             aws_cost::run(bin, shape).await?
         }

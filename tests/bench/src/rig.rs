@@ -307,6 +307,36 @@ impl Api {
         Ok(())
     }
 
+    /// Publishes events (id, type, data) in one `POST /event-batches`;
+    /// returns when it was answered, each event accepted.
+    pub async fn publish_batch(
+        &self,
+        events: Vec<(String, String, serde_json::Value)>,
+    ) -> anyhow::Result<()> {
+        let events: Vec<serde_json::Value> = events
+            .into_iter()
+            .map(|(id, ty, data)| serde_json::json!({"id": id, "type": ty, "data": data}))
+            .collect();
+        let n = events.len();
+        let resp = self
+            .http
+            .post(format!("{}/v1/tenants/bench/event-batches", self.base))
+            .bearer_auth(TOKEN)
+            .json(&serde_json::json!({ "events": events }))
+            .send()
+            .await?;
+        anyhow::ensure!(resp.status() == 200, "a batch answered {}", resp.status());
+        let body: serde_json::Value = resp.json().await?;
+        let accepted = body["items"].as_array().map_or(0, |items| {
+            items.iter().filter(|i| i["status"] == 202).count()
+        });
+        anyhow::ensure!(
+            accepted == n,
+            "{accepted} of {n} events of a batch accepted"
+        );
+        Ok(())
+    }
+
     /// Publishes one event with a given id; returns when it was answered.
     pub async fn publish(
         &self,
