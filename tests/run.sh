@@ -4,7 +4,8 @@
 #   - Python tools into .venv from PyPI (tests/requirements.txt): moto, the
 #     local AWS-compatible server, cfn-lint for infra/template.yaml,
 #     schemathesis, and the SAM CLI with cargo-lambda;
-#   - moto in server mode on 127.0.0.1 (stopped on exit);
+#   - moto in server mode on 127.0.0.1 (stopped on exit), through
+#     tests/moto_server.py, which makes its DynamoDB item writes atomic;
 #   - cargo fmt --check, clippy -D warnings, then every unit, contract and
 #     end-to-end test of the workspace (crates come from crates.io);
 #   - schemathesis against `hooklane serve` and its /openapi.json
@@ -29,7 +30,9 @@ echo "== cfn-lint infra/template.yaml"
 echo "== moto server"
 mkdir -p target
 port=$(.venv/bin/python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-.venv/bin/moto_server -H 127.0.0.1 -p "$port" > target/moto.log 2>&1 &
+# moto's own server, with each DynamoDB item operation applied whole as
+# DynamoDB applies it (tests/moto_server.py says why).
+.venv/bin/python tests/moto_server.py -H 127.0.0.1 -p "$port" > target/moto.log 2>&1 &
 moto_pid=$!
 trap 'kill "$moto_pid" 2>/dev/null || true' EXIT
 moto_up() {
