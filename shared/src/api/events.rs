@@ -78,7 +78,11 @@ pub const BATCH_MAX_EVENTS: usize = 100;
 pub const BATCH_MAX_BODY: usize = 1024 * 1024;
 
 /// One event of a publish request, checked and ready to accept.
-fn event_of(state: &AppState, tenant: &TenantId, bytes: &[u8]) -> Result<Event, ApiError> {
+fn event_of(
+    tenant: &TenantId,
+    bytes: &[u8],
+    created_at: time::OffsetDateTime,
+) -> Result<Event, ApiError> {
     if bytes.len() > body::MAX_BODY {
         return Err(ApiError::too_large(body::MAX_BODY));
     }
@@ -96,7 +100,6 @@ fn event_of(state: &AppState, tenant: &TenantId, bytes: &[u8]) -> Result<Event, 
     let data = body
         .json_text("data")?
         .ok_or_else(|| ApiError::bad_request("data", "`data` is required"))?;
-    let created_at = state.engine.ports.clock.now();
     // Sized for `{"type":…,"timestamp":…,"data":…}` up front: the body is
     // kept as written (archive, fan-out), so no doubled allocation with it.
     let mut payload = Vec::with_capacity(data.get().len() + event_type.as_str().len() + 64);
@@ -142,7 +145,7 @@ pub(super) async fn publish(
 ) -> Result<Response, ApiError> {
     let tenant = input::tenant(&tenant)?;
     let bytes = body::bytes(body)?;
-    let event = event_of(&state, &tenant, &bytes)?;
+    let event = event_of(&tenant, &bytes, state.engine.ports.clock.now())?;
     let (status, view) = accept(&state, event).await?;
     Ok((status, Json(view)).into_response())
 }
@@ -185,10 +188,19 @@ pub(super) async fn publish_batch(
     }
     // Each event read and checked first (a bad one refused alone), then
     // the good ones accepted together, in order.
-    let mut valid = Vec::with_capacity(events.len());
+    // Each a millisecond after the one before at least: the archive reads
+    // acceptance order back as (time, then id), as a backfill replays it,
+    // and a batch's order is the order given whatever its ids.
+    let mut valid: Vec<Event> = Vec::with_capacity(events.len());
     let checked: Vec<Result<(), ApiError>> = events
         .iter()
-        .map(|raw| event_of(&state, &tenant, raw.get().as_bytes()).map(|e| valid.push(e)))
+        .map(|raw| {
+            let mut at = state.engine.ports.clock.now();
+            if let Some(before) = valid.last() {
+                at = at.max(before.created_at + std::time::Duration::from_millis(1));
+            }
+            event_of(&tenant, raw.get().as_bytes(), at).map(|e| valid.push(e))
+        })
         .collect();
     let mut accepted = state.engine.publish_all(valid).await.into_iter();
     let mut items = Vec::with_capacity(events.len());
