@@ -1355,7 +1355,7 @@ async fn a_crash_between_the_archive_write_and_the_fan_out_is_fanned_out_by_the_
     store.insert(&sub).await.unwrap();
     let event = an_event(&tenant);
     // The archive write, then the crash: the caller never fans out.
-    let (accepted, by) = store.accept_routed(event.clone()).await.unwrap();
+    let (accepted, by) = store.accept_routed(event.clone(), None).await.unwrap();
     assert!(matches!(accepted, hooklane_core::ports::Accepted::New(_)));
     assert_eq!(by, hooklane_core::ports::FanOutBy::Caller);
     assert!(queued_event_ids(&store).await.is_empty(), "nothing queued");

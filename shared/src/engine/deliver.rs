@@ -77,6 +77,12 @@ impl Engine {
                 return self.put_off(d, soon).await;
             }
         };
+        // Checked before the start is written too, so that a slot lost to a
+        // slow store costs no attempt number.
+        let Some(slot) = self.slot_for_the_request(d, slot, hold).await else {
+            let soon = self.ports.clock.now() + Duration::from_secs(1);
+            return self.put_off(d, soon).await;
+        };
         // The attempt starts now: taking the slot may have taken a while.
         let now = self.ports.clock.now().max(now);
         let lease = now + hold;
@@ -88,7 +94,8 @@ impl Engine {
         let Some(slot) = self.slot_for_the_request(d, slot, hold).await else {
             // G3 forbids the request. The attempt's number is taken (its
             // start is written), as after a crash: the delivery comes
-            // round again and its next attempt has the next number.
+            // round again once the attempt's lease has passed, and its
+            // next attempt has the next number.
             let soon = self.ports.clock.now() + Duration::from_secs(1);
             return self.put_off(d, soon).await;
         };

@@ -33,6 +33,13 @@ pub const CLOCK_ALLOWANCE: std::time::Duration = std::time::Duration::from_secs(
 /// How many subscriptions fan-out reads and enqueues per page.
 const FAN_OUT_PAGE: usize = 500;
 
+/// How many deliveries one publish fans out itself, at most, where the
+/// caller fans out ([`FanOutBy::Caller`]): a request's work stays well
+/// within an API function's time (about 200 `SendMessageBatch` calls).
+/// A batch past it is scheduled from there on, and its tenant moves to the
+/// scheduled path.
+const INLINE_DELIVERIES: usize = 2_000;
+
 /// `event`'s deliveries to the subscriptions of `page`: those created
 /// more than [`CLOCK_ALLOWANCE`] after the event was accepted do not get
 /// it (a fan-out run again for a duplicate publish).
@@ -198,9 +205,13 @@ impl Engine {
         let mut answers: Vec<StoreResult<Accepted>> = Vec::with_capacity(events.len());
         // The answers whose fan-out is this caller's.
         let mut here: Vec<usize> = Vec::new();
+        // The path the request's first event took holds for the rest: a
+        // batch is fanned out on one path, in order.
+        let mut decided: Option<FanOutBy> = None;
         for event in events {
-            match self.ports.events.accept_routed(event).await {
+            match self.ports.events.accept_routed(event, decided).await {
                 Ok((accepted, by)) => {
+                    decided = Some(by);
                     if let Accepted::New(e) = &accepted {
                         self.metrics.events_accepted.fetch_add(1, Ordering::Relaxed);
                         info!(
@@ -230,7 +241,7 @@ impl Engine {
             return answers;
         }
         let tenant = run[0].tenant.as_str();
-        let whole = match self.fan_out_run(&run).await {
+        let whole = match self.fan_out_run(&run, INLINE_DELIVERIES).await {
             Ok(whole) => whole,
             Err(e) => {
                 warn!(tenant, error = %e, "fanning out before answering failed; the tenant's events are fanned out from the queue from now on");
@@ -291,16 +302,19 @@ impl Engine {
     /// deliveries written in one enqueue (on AWS, one `SendMessageBatch`
     /// per ten deliveries rather than one per event), as far as each
     /// event's subscriptions fit one page: returns how many of `events`, from
-    /// the first, were fanned out whole. An event with more than a page
-    /// ends the run; it and the rest are left to
+    /// the first, were fanned out whole. An event with more than a page,
+    /// or one that comes once `max_deliveries` are buffered, ends the run; it and the rest are left to
     /// [`Engine::fan_out_pages`]. Events of one type share their page of
     /// subscriptions (read once per run). Safe to run again, as every
     /// fan-out is.
-    pub async fn fan_out_run(&self, events: &[Event]) -> StoreResult<usize> {
+    pub async fn fan_out_run(&self, events: &[Event], max_deliveries: usize) -> StoreResult<usize> {
         let mut pages: Vec<((TenantId, EventType), Vec<Subscription>)> = Vec::new();
         let mut buffer: Vec<NewDelivery> = Vec::new();
         let mut whole = 0;
         for event in events {
+            if buffer.len() >= max_deliveries {
+                break;
+            }
             let of = (event.tenant.clone(), event.event_type.clone());
             let i = match pages.iter().position(|(k, _)| *k == of) {
                 Some(i) => i,

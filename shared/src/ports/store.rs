@@ -120,8 +120,15 @@ pub trait EventArchive: Send + Sync {
     /// nothing twice). Where the caller fans out, every one of a tenant's
     /// events is fanned out by its publish until the tenant moves to the
     /// scheduled path ([`EventArchive::fan_out_later`]), for good, so one
-    /// path holds the tenant's order. Default: always scheduled.
-    async fn accept_routed(&self, event: Event) -> StoreResult<(Accepted, FanOutBy)> {
+    /// path holds the tenant's order. `decided` is the path an earlier
+    /// event of the same request took: the store keeps to it rather than
+    /// look again, so one request's events go one way, in order. Default:
+    /// always scheduled.
+    async fn accept_routed(
+        &self,
+        event: Event,
+        _decided: Option<FanOutBy>,
+    ) -> StoreResult<(Accepted, FanOutBy)> {
         Ok((self.accept(event).await?, FanOutBy::Schedule))
     }
     /// Schedules the fan-out of an archived event the caller was to fan

@@ -132,7 +132,7 @@ pub async fn fan_out_together(ctx: &FanOut, records: &[SqsMessage]) -> HashSet<S
         .filter(|run| run.len() > 1)
         .map(|run| async move {
             let events: Vec<Event> = run.iter().map(|(_, e)| e.clone()).collect();
-            match ctx.engine.fan_out_run(&events).await {
+            match ctx.engine.fan_out_run(&events, usize::MAX).await {
                 Ok(whole) => {
                     info!(
                         tenant = events[0].tenant.as_str(),

@@ -195,9 +195,17 @@ impl EventArchive for AwsStore {
         Ok(accepted)
     }
 
-    async fn accept_routed(&self, event: Event) -> StoreResult<(Accepted, FanOutBy)> {
+    async fn accept_routed(
+        &self,
+        event: Event,
+        decided: Option<FanOutBy>,
+    ) -> StoreResult<(Accepted, FanOutBy)> {
         let accepted = self.archive(event).await?;
-        if self.fans_out_in_api(&accepted.event().tenant).await? {
+        let here = match decided {
+            Some(by) => by == FanOutBy::Caller,
+            None => self.fans_out_in_api(&accepted.event().tenant).await?,
+        };
+        if here {
             return Ok((accepted, FanOutBy::Caller));
         }
         self.send_fan_out(accepted.event()).await?;

@@ -2,8 +2,9 @@
 //! event out itself before it answers `POST /events` (one page of
 //! subscriptions), rather than through the ingest queue: that saves the
 //! ingest queue's send, receive and delete and a fan-out invocation per
-//! event. A tenant moves to the ingest queue, for good, when one of its
-//! fan-outs is larger than a page (500 matching subscriptions) or fails
+//! event. A tenant moves to the ingest queue, for good, when an event of
+//! its matches a page of subscriptions (500) or more, a batch of its has
+//! more deliveries than one request fans out (2,000), or a fan-out fails
 //! before the answer.
 //!
 //! One path per tenant keeps its order (G5): on the API path an event's
@@ -11,16 +12,16 @@
 //! another are queued in that order; on the queue path the ingest queue
 //! (group = tenant) orders them. The move is one item (`T#{tenant}`,
 //! `Q#fan-out`), written before the tenant's first ingest send, and read
-//! strongly consistent by every publish of a tenant this process has not
-//! seen move (one read unit): a publish that begins after another was
-//! answered sees the move that one made. A process remembers the tenants
-//! that moved.
+//! strongly consistent once per publish request of a tenant this process
+//! has not seen move (one read unit; a batch's events all take the path its
+//! first took): a request that begins after another was answered sees the
+//! move that one made. A process remembers the tenants that moved.
 //!
 //! `HOOKLANE_FAN_OUT_IN_API=false` (the template's `FanOutInApi`) sends
 //! every event through the ingest queue without marking tenants. Turning
 //! it on while a tenant's events wait in the ingest queue can let that
 //! tenant's next event be queued ahead of them: switch it on when the
-//! ingest queue is empty.
+//! ingest queue is empty (`infra/README.md`, upgrading a stack).
 
 use std::collections::HashSet;
 use std::sync::Mutex;
