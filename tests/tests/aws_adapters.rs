@@ -1395,3 +1395,106 @@ async fn on_the_api_path_a_batch_is_fanned_out_together_in_order() {
     }
     assert!(ingest_event_ids(&store).await.is_empty());
 }
+
+/// The subscriptions that take `ty`, by id, in one page as the fan-out
+/// reads them.
+async fn fan_out_page(store: &AwsStore, tenant: &TenantId, ty: &str) -> Vec<String> {
+    let ty = EventType::parse(ty).unwrap();
+    let page = store.matching(tenant, &ty, None, 500).await.unwrap();
+    page.iter().map(|s| s.id.as_str().to_owned()).collect()
+}
+
+/// The subscriptions that take `ty`, by id, as `matching` pages them two
+/// at a time.
+async fn matching_ids(store: &AwsStore, tenant: &TenantId, ty: &str) -> Vec<String> {
+    let ty = EventType::parse(ty).unwrap();
+    let mut out = Vec::new();
+    let mut after: Option<SubscriptionId> = None;
+    loop {
+        let page = store
+            .matching(tenant, &ty, after.as_ref(), 2)
+            .await
+            .unwrap();
+        out.extend(page.iter().map(|s| s.id.as_str().to_owned()));
+        match page.last() {
+            Some(last) if page.len() == 2 => after = Some(last.id.clone()),
+            _ => return out,
+        }
+    }
+}
+
+/// A wide tenant's fan-out reads the subscriptions that take the event,
+/// not the tenant: the first read of the tenant writes its type index,
+/// and the reads after it find the same subscriptions through it, as
+/// registrations, filter changes and deletes go on, in another process
+/// too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wide_tenants_fan_out_reads_only_the_subscriptions_that_match() {
+    use hooklane_core::contract::subscription;
+    let store = fresh_store(30).await;
+    let tenant = TenantId::parse("wide").unwrap();
+    let mut noise = Vec::new();
+    for _ in 0..60 {
+        let s = subscription(&tenant, &["noise.x"]);
+        store.insert(&s).await.unwrap();
+        noise.push(s);
+    }
+    let exact = subscription(&tenant, &["invoice.paid"]);
+    let prefix = subscription(&tenant, &["invoice.*", "noise.y"]);
+    let gone = subscription(&tenant, &["invoice.paid"]);
+    for s in [&exact, &prefix, &gone] {
+        store.insert(s).await.unwrap();
+    }
+    store.delete(&tenant, &gone.id).await.unwrap().unwrap();
+    let mut want: Vec<String> = [&exact, &prefix]
+        .iter()
+        .map(|s| s.id.as_str().to_owned())
+        .collect();
+    want.sort();
+
+    // The first fan-out reads the tenant and indexes it.
+    let before = store.fan_out_subscriptions_read();
+    assert_eq!(fan_out_page(&store, &tenant, "invoice.paid").await, want);
+    assert!(
+        store.fan_out_subscriptions_read() - before >= 62,
+        "read the tenant"
+    );
+
+    // Then only the ones that match are read.
+    let before = store.fan_out_subscriptions_read();
+    assert_eq!(matching_ids(&store, &tenant, "invoice.paid").await, want);
+    let read = store.fan_out_subscriptions_read() - before;
+    assert!(read <= 2, "read {read} subscriptions for invoice.paid");
+    // A type most of the tenant takes reads the tenant (cheaper), rightly.
+    assert_eq!(matching_ids(&store, &tenant, "noise.x").await.len(), 60);
+    let before = store.fan_out_subscriptions_read();
+    assert!(matching_ids(&store, &tenant, "refund.made")
+        .await
+        .is_empty());
+    assert_eq!(store.fan_out_subscriptions_read(), before, "nothing read");
+
+    // Registrations, filter changes and deletes keep it right.
+    let late = subscription(&tenant, &["invoice.paid"]);
+    store.insert(&late).await.unwrap();
+    let mut moved = noise[0].clone();
+    moved.filters = vec![hooklane_core::domain::EventFilter::parse("invoice.*").unwrap()];
+    assert!(store.update(&moved).await.unwrap());
+    let mut away = prefix.clone();
+    away.filters = vec![hooklane_core::domain::EventFilter::parse("noise.y").unwrap()];
+    assert!(store.update(&away).await.unwrap());
+    store.delete(&tenant, &exact.id).await.unwrap().unwrap();
+    let mut want: Vec<String> = [&late, &moved]
+        .iter()
+        .map(|s| s.id.as_str().to_owned())
+        .collect();
+    want.sort();
+    assert_eq!(matching_ids(&store, &tenant, "invoice.paid").await, want);
+
+    // Another process reads the tenant once, finds the index complete, and
+    // reads through it from then on.
+    let other = AwsStore::new(&hooklane_tests::aws::sdk().await, store.settings().clone());
+    assert_eq!(fan_out_page(&other, &tenant, "invoice.paid").await, want);
+    let before = other.fan_out_subscriptions_read();
+    assert_eq!(matching_ids(&other, &tenant, "invoice.paid").await, want);
+    assert!(other.fan_out_subscriptions_read() - before <= 4);
+}

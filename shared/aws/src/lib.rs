@@ -49,7 +49,17 @@ pub struct Settings {
     /// the ingest queue (`HOOKLANE_FAN_OUT_IN_API`, on unless `false`; see
     /// the store's `fan_out_path`).
     pub fan_out_in_api: bool,
+    /// How long a process runs before it writes a wide tenant's type index
+    /// (see the store's `type_index`): long enough for registrations by
+    /// the version before, which write no entries, to have ended. Zero
+    /// where the resources are new.
+    pub type_index_settle: std::time::Duration,
 }
+
+/// A deployed process's wait before it writes a type index: a Lambda
+/// update's old instances finish their invocations (at most the API's 29 s
+/// integration timeout) well within it.
+const TYPE_INDEX_SETTLE: std::time::Duration = std::time::Duration::from_secs(120);
 
 impl Settings {
     /// Reads the settings; names the first missing variable.
@@ -64,6 +74,7 @@ impl Settings {
                 .ok()
                 .filter(|u| !u.is_empty()),
             fan_out_in_api: store::fan_out_in_api_from_env(),
+            type_index_settle: TYPE_INDEX_SETTLE,
         })
     }
 }

@@ -32,6 +32,7 @@ mod slow_pool;
 mod spill;
 mod subscriptions;
 mod tenant_share;
+mod type_index;
 mod views;
 
 use std::collections::HashMap;
@@ -75,6 +76,9 @@ pub struct AwsStore {
     pub(crate) tenant_lanes: std::sync::Arc<tenant_share::TenantLanes>,
     /// Tenants seen moved to the ingest queue (shared by clones).
     pub(crate) moved: std::sync::Arc<fan_out_path::MovedTenants>,
+    /// Tenants whose fan-out reads through the type index (shared by
+    /// clones).
+    pub(crate) type_indexes: std::sync::Arc<type_index::TypeIndexes>,
     /// The delivery pool this process runs.
     pub(crate) pool: Pool,
 }
@@ -117,6 +121,7 @@ impl AwsStore {
             placements: Default::default(),
             tenant_lanes: Default::default(),
             moved: Default::default(),
+            type_indexes: Default::default(),
             pool: Pool::Main,
         }
     }
@@ -136,6 +141,7 @@ impl AwsStore {
             placements: Default::default(),
             tenant_lanes: Default::default(),
             moved: Default::default(),
+            type_indexes: Default::default(),
             pool: Pool::Main,
         }
     }

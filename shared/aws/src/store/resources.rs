@@ -103,6 +103,9 @@ impl Resources {
             dlq_url,
             slow_queue_url: Some(slow_url),
             fan_out_in_api: super::fan_out_path::fan_out_in_api_from_env(),
+            // New resources: no subscription was registered by a version
+            // that wrote no type index entries.
+            type_index_settle: std::time::Duration::ZERO,
         })
     }
 

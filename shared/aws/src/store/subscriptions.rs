@@ -242,6 +242,10 @@ impl SubscriptionStore for AwsStore {
         // on the counter cancels it. A retry of one whose answer was lost
         // counts its lanes twice: the counter errs high, never low.
         let token = super::write_token();
+        // Its type index entries first: the index may name more than the
+        // tenant has, never less (`type_index`).
+        self.index_filters(&sub.tenant, &sub.id, &sub.filters)
+            .await?;
         let mut item = to_item(sub)?;
         item.insert("insert_token".into(), string_attr(&token));
         let put = aws_sdk_dynamodb::types::Put::builder()
@@ -303,6 +307,10 @@ impl SubscriptionStore for AwsStore {
         // (the old lanes deliver until their fences pass, and a retried
         // decrement would count low). The write holds only if `lanes` is
         // still what the count was taken from.
+        // The new filters' type index entries before the filters
+        // (`type_index`); the old ones' stay.
+        self.index_filters(&sub.tenant, &sub.id, &sub.filters)
+            .await?;
         let delta = i64::from(sub.lanes.get()) - i64::from(was.lanes.get());
         if delta > 0 {
             self.count_lanes(&sub.tenant, delta).await?;
@@ -383,6 +391,13 @@ impl SubscriptionStore for AwsStore {
         if let Some(lanes) = super::get_n(&item, "lanes") {
             self.uncount_lanes(tenant, lanes, &token).await;
         }
+        let filters = match item.get("filters") {
+            Some(AttributeValue::L(fs)) => {
+                fs.iter().filter_map(|f| f.as_s().ok().cloned()).collect()
+            }
+            _ => Vec::new(),
+        };
+        self.unindex_filters(tenant, id, filters.into_iter()).await;
         Ok(Some(dropped))
     }
 
@@ -393,10 +408,43 @@ impl SubscriptionStore for AwsStore {
         after: Option<&SubscriptionId>,
         limit: usize,
     ) -> StoreResult<Vec<Subscription>> {
-        self.scan_tenant(tenant, after, limit, |sub| {
+        let takes = |sub: &Subscription| {
             sub.status == hooklane_core::domain::SubscriptionStatus::Active && sub.takes(event_type)
-        })
-        .await
+        };
+        if let Some(size) = self.reads_by_type(tenant) {
+            return match self
+                .matching_by_type(tenant, event_type, after, limit, size)
+                .await?
+            {
+                Some(found) => Ok(found),
+                // Most of the tenant takes this type: read the tenant.
+                None => {
+                    self.scan_tenant(tenant, after, limit, |sub| {
+                        self.type_indexes.count_read(1);
+                        takes(sub)
+                    })
+                    .await
+                }
+            };
+        }
+        // The whole tenant, noting every live subscription's filters: a
+        // read that saw them all tells whether the tenant is wide enough
+        // for its type index.
+        let seen = std::sync::Mutex::new(Vec::new());
+        let found = self
+            .scan_tenant(tenant, after, limit, |sub| {
+                seen.lock()
+                    .expect("seen lock")
+                    .push((sub.id.clone(), sub.filters.clone()));
+                takes(sub)
+            })
+            .await?;
+        let seen = seen.into_inner().expect("seen lock");
+        self.type_indexes.count_read(seen.len());
+        if after.is_none() && found.len() < limit {
+            self.index_if_wide(tenant, &seen).await;
+        }
+        Ok(found)
     }
 }
 

@@ -1,0 +1,395 @@
+//! The type index: fan-out of a wide tenant reads only the subscriptions
+//! whose filters take the event, not the whole tenant.
+//!
+//! Each filter of each subscription has a small item, `F#{tenant}#{filter}`
+//! / `S#{id}`. An event's fan-out queries the filters that would take it
+//! (its type, each `prefix.*` above it, and `*`: `EventType::
+//! matching_filters`), strongly consistent, then reads the subscriptions
+//! those name by key (`BatchGetItem`, strongly consistent) and checks each
+//! as the tenant-wide read does. So its cost follows the subscriptions
+//! that match, not the tenant: about 1 read unit per filter key asked and
+//! 1 per subscription found, where the tenant-wide query costs 1 per 4 KB
+//! of every subscription (about 59 at 1,000).
+//!
+//! The index may name more than it should, never less:
+//! - a registration writes its entries before the subscription; a PATCH
+//!   writes the new filters' entries before the update; entries of filters
+//!   a PATCH removed stay (the check reads the subscription itself);
+//! - a DELETE removes the entries of the filters it ends with, after the
+//!   tombstone; an entry met that names a tombstone is removed then.
+//!
+//! A tenant is read through the index once its index is known complete: a
+//! marker item (`F#{tenant}` / `complete`), written after the fan-out's
+//! tenant-wide read found the tenant wide (`WIDE` live subscriptions or
+//! more) and wrote the entries of every subscription it read. Until then,
+//! and for narrow tenants (where the tenant-wide query is cheaper), the
+//! fan-out reads the tenant. Subscriptions registered before this index
+//! existed are so indexed on the tenant's first wide fan-out. A deployed
+//! process waits `Settings::type_index_settle` after its start before it
+//! indexes a tenant, so that a registration by the version before (which
+//! writes no entries) has ended by then.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+use std::time::Instant;
+
+use aws_sdk_dynamodb::types::{DeleteRequest, KeysAndAttributes, PutRequest, WriteRequest};
+use hooklane_core::domain::{
+    EventFilter, EventType, Subscription, SubscriptionId, SubscriptionStatus, TenantId,
+};
+use hooklane_core::ports::{StoreError, StoreResult};
+
+use super::subscriptions::{from_item, sub_sk, tenant_pk};
+use super::{backend, get_s, key_of, readable_keyed, AwsStore, Item};
+use crate::string_attr;
+
+/// Live subscriptions from which a tenant's fan-out reads through the
+/// index: below, the tenant-wide query (about 1 read unit per 5 or 6
+/// subscriptions) costs less than one query per filter key.
+pub(crate) const WIDE: usize = 50;
+/// Subscriptions a tenant-wide query reads for one read unit, about: one
+/// of 4 KB over items of 600 to 800 bytes. Read by key, each costs one.
+const PER_QUERY_UNIT: usize = 5;
+/// Tries of a batch write or read that leaves items unprocessed.
+const BATCH_TRIES: u32 = 6;
+
+/// What this process knows of tenants' indexes (shared by clones).
+#[derive(Debug)]
+pub(crate) struct TypeIndexes {
+    /// Tenants whose index is complete (the marker seen or written), with
+    /// their live subscriptions as last counted.
+    complete: Mutex<HashMap<TenantId, usize>>,
+    /// When this process started.
+    started: Instant,
+    /// Subscription items fan-out has read, both ways.
+    read: std::sync::atomic::AtomicU64,
+}
+
+impl Default for TypeIndexes {
+    fn default() -> Self {
+        Self {
+            complete: Mutex::default(),
+            started: Instant::now(),
+            read: Default::default(),
+        }
+    }
+}
+
+impl TypeIndexes {
+    fn wide(&self, tenant: &TenantId) -> Option<usize> {
+        self.complete
+            .lock()
+            .expect("type index lock")
+            .get(tenant)
+            .copied()
+    }
+
+    fn mark_complete(&self, tenant: &TenantId, size: usize) {
+        self.complete
+            .lock()
+            .expect("type index lock")
+            .insert(tenant.clone(), size);
+    }
+
+    pub(crate) fn count_read(&self, n: usize) {
+        self.read
+            .fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+fn entry_pk(tenant: &TenantId, filter: &str) -> String {
+    format!("F#{}#{}", tenant.as_str(), filter)
+}
+
+fn marker_key(tenant: &TenantId) -> (String, String) {
+    (format!("F#{}", tenant.as_str()), "complete".to_owned())
+}
+
+fn key(pk: String, sk: String) -> Item {
+    Item::from([
+        ("pk".to_owned(), string_attr(pk)),
+        ("sk".to_owned(), string_attr(sk)),
+    ])
+}
+
+impl AwsStore {
+    /// Subscription items the fan-out has read since this adapter was
+    /// made (the measure of what the index saves).
+    pub fn fan_out_subscriptions_read(&self) -> u64 {
+        self.type_indexes
+            .read
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The tenant's live subscriptions as last counted, when its fan-out
+    /// reads through its index.
+    pub(crate) fn reads_by_type(&self, tenant: &TenantId) -> Option<usize> {
+        self.type_indexes.wide(tenant)
+    }
+
+    /// Writes the entries of a subscription's filters.
+    pub(crate) async fn index_filters(
+        &self,
+        tenant: &TenantId,
+        id: &SubscriptionId,
+        filters: &[EventFilter],
+    ) -> StoreResult<()> {
+        let writes = filters
+            .iter()
+            .map(|f| put(key(entry_pk(tenant, f.as_str()), sub_sk(id))))
+            .collect::<StoreResult<Vec<_>>>()?;
+        self.write_all(writes).await
+    }
+
+    /// Removes the entries of these filters of a subscription; best
+    /// effort (an entry left names a tombstone, and is removed when met).
+    pub(crate) async fn unindex_filters(
+        &self,
+        tenant: &TenantId,
+        id: &SubscriptionId,
+        filters: impl Iterator<Item = String>,
+    ) {
+        let deletes = filters
+            .map(|f| delete(key(entry_pk(tenant, &f), sub_sk(id))))
+            .collect::<StoreResult<Vec<_>>>();
+        let res = match deletes {
+            Ok(d) => self.write_all(d).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = res {
+            tracing::warn!(error = %e, "removing a deleted subscription's type index entries failed");
+        }
+    }
+
+    /// After a tenant-wide read that saw every live subscription of the
+    /// tenant (`seen`: ids and filters): if the tenant is wide, notes its
+    /// index complete when the marker says so, or writes every one's
+    /// entries and then the marker. Best effort: the tenant-wide read goes
+    /// on until it is done.
+    pub(crate) async fn index_if_wide(
+        &self,
+        tenant: &TenantId,
+        seen: &[(SubscriptionId, Vec<EventFilter>)],
+    ) {
+        if seen.len() < WIDE {
+            return;
+        }
+        let settled = self.type_indexes.started.elapsed() >= self.settings.type_index_settle;
+        let (pk, sk) = marker_key(tenant);
+        let res = async {
+            if self.get_consistent(pk.clone(), sk.clone()).await?.is_some() {
+                return Ok(true);
+            }
+            if !settled {
+                return Ok(false);
+            }
+            for (id, filters) in seen {
+                self.index_filters(tenant, id, filters).await?;
+            }
+            self.ddb
+                .put_item()
+                .table_name(&self.settings.table)
+                .set_item(Some(key(pk, sk)))
+                .send()
+                .await
+                .map_err(backend)?;
+            StoreResult::Ok(true)
+        }
+        .await;
+        match res {
+            Ok(true) => self.type_indexes.mark_complete(tenant, seen.len()),
+            Ok(false) => {}
+            Err(e) => tracing::warn!(error = %e, "indexing a wide tenant's filters failed"),
+        }
+    }
+
+    /// The live, active subscriptions with ids after `after` that take
+    /// events of `event_type`, in id order, at most `limit`, through the
+    /// index; `None` when it names more than `size / PER_QUERY_UNIT` of
+    /// them (a tenant of `size`), where reading them one by one would cost
+    /// more than reading the tenant.
+    pub(crate) async fn matching_by_type(
+        &self,
+        tenant: &TenantId,
+        event_type: &EventType,
+        after: Option<&SubscriptionId>,
+        limit: usize,
+        size: usize,
+    ) -> StoreResult<Option<Vec<Subscription>>> {
+        let lo = after.map(sub_sk).unwrap_or_else(|| "S#".to_owned());
+        let mut ids = std::collections::BTreeSet::new();
+        for filter in event_type.matching_filters() {
+            let query = self
+                .ddb
+                .query()
+                .table_name(&self.settings.table)
+                .key_condition_expression("pk = :pk AND sk > :lo")
+                .consistent_read(true)
+                .expression_attribute_values(":pk", string_attr(entry_pk(tenant, &filter)))
+                .expression_attribute_values(":lo", string_attr(&lo));
+            let found = super::query_items(query, usize::MAX, |item| {
+                Ok(get_s(&item, "sk").map(str::to_owned))
+            })
+            .await?;
+            ids.extend(found);
+        }
+        if ids.len() > size / PER_QUERY_UNIT {
+            return Ok(None);
+        }
+        let mut out = Vec::new();
+        let ids: Vec<String> = ids.into_iter().collect();
+        for chunk in ids.chunks(100) {
+            let items = self.get_consistent_many(tenant, chunk).await?;
+            self.type_indexes.count_read(items.len());
+            for sk in chunk {
+                let Some(item) = items.get(sk) else {
+                    // Its registration has not written it yet, or failed.
+                    continue;
+                };
+                if let Some(id) = get_s(item, "id").and_then(|i| SubscriptionId::parse(i).ok()) {
+                    self.placements.note(&id, item);
+                }
+                let parsed =
+                    readable_keyed("subscription", &key_of(item), from_item(item.clone()))?;
+                let Some((sub, spilling)) = parsed.flatten() else {
+                    if item.contains_key("deleted_at") {
+                        self.drop_stale_entry(tenant, event_type, sk).await;
+                    }
+                    continue;
+                };
+                self.lane_flags.note_all(&sub.id, spilling);
+                if sub.status == SubscriptionStatus::Active && sub.takes(event_type) {
+                    out.push(sub);
+                    if out.len() >= limit {
+                        return Ok(Some(out));
+                    }
+                }
+            }
+        }
+        Ok(Some(out))
+    }
+
+    /// Removes the entries that name a tombstone under the filters that
+    /// take `event_type` (best effort).
+    async fn drop_stale_entry(&self, tenant: &TenantId, event_type: &EventType, sk: &str) {
+        let Some(id) = sk
+            .strip_prefix("S#")
+            .and_then(|i| SubscriptionId::parse(i).ok())
+        else {
+            return;
+        };
+        self.unindex_filters(tenant, &id, event_type.matching_filters().into_iter())
+            .await;
+    }
+
+    /// Subscription items of a tenant by sort key, strongly consistent,
+    /// keyed by sort key; absent ones are missing.
+    async fn get_consistent_many(
+        &self,
+        tenant: &TenantId,
+        sks: &[String],
+    ) -> StoreResult<BTreeMap<String, Item>> {
+        let mut wanted: Vec<Item> = sks
+            .iter()
+            .map(|sk| key(tenant_pk(tenant), sk.clone()))
+            .collect();
+        let mut found = BTreeMap::new();
+        for _ in 0..BATCH_TRIES {
+            if wanted.is_empty() {
+                return Ok(found);
+            }
+            let ask = KeysAndAttributes::builder()
+                .set_keys(Some(std::mem::take(&mut wanted)))
+                .consistent_read(true)
+                .build()
+                .map_err(backend)?;
+            let resp = self
+                .ddb
+                .batch_get_item()
+                .request_items(&self.settings.table, ask)
+                .send()
+                .await
+                .map_err(backend)?;
+            for item in resp
+                .responses
+                .and_then(|mut r| r.remove(&self.settings.table))
+                .unwrap_or_default()
+            {
+                if let Some(sk) = get_s(&item, "sk").map(str::to_owned) {
+                    found.insert(sk, item);
+                }
+            }
+            if let Some(left) = resp
+                .unprocessed_keys
+                .and_then(|mut u| u.remove(&self.settings.table))
+            {
+                wanted = left.keys;
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        }
+        if wanted.is_empty() {
+            Ok(found)
+        } else {
+            Err(StoreError::Backend(format!(
+                "BatchGetItem left {} subscriptions unread",
+                wanted.len()
+            )))
+        }
+    }
+
+    /// Writes in `BatchWriteItem` calls of 25, asking again for what
+    /// DynamoDB left unprocessed.
+    async fn write_all(&self, writes: Vec<WriteRequest>) -> StoreResult<()> {
+        for chunk in writes.chunks(25) {
+            let mut pending = chunk.to_vec();
+            for _ in 0..BATCH_TRIES {
+                if pending.is_empty() {
+                    break;
+                }
+                let resp = self
+                    .ddb
+                    .batch_write_item()
+                    .request_items(&self.settings.table, std::mem::take(&mut pending))
+                    .send()
+                    .await
+                    .map_err(backend)?;
+                if let Some(left) = resp
+                    .unprocessed_items
+                    .and_then(|mut u| u.remove(&self.settings.table))
+                {
+                    pending = left;
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+            }
+            if !pending.is_empty() {
+                return Err(StoreError::Backend(format!(
+                    "BatchWriteItem left {} type index entries unwritten",
+                    pending.len()
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn put(item: Item) -> StoreResult<WriteRequest> {
+    Ok(WriteRequest::builder()
+        .put_request(
+            PutRequest::builder()
+                .set_item(Some(item))
+                .build()
+                .map_err(backend)?,
+        )
+        .build())
+}
+
+fn delete(key: Item) -> StoreResult<WriteRequest> {
+    Ok(WriteRequest::builder()
+        .delete_request(
+            DeleteRequest::builder()
+                .set_key(Some(key))
+                .build()
+                .map_err(backend)?,
+        )
+        .build())
+}
