@@ -439,3 +439,119 @@ async fn a_slot_lease_too_short_for_the_request_is_renewed_and_a_lost_one_sends_
         "the delivery comes round again: {step:?}"
     );
 }
+
+/// An archive that leaves fan-out to the caller for a request's first
+/// event as long as its tenant has not moved, moves the tenant after the
+/// first request (as another process's failed fan-out would), and records
+/// what it was asked to schedule.
+struct CallerFansOut {
+    store: SqliteStore,
+    moved: std::sync::atomic::AtomicBool,
+    later: std::sync::Mutex<Vec<crate::domain::EventId>>,
+}
+
+#[async_trait::async_trait]
+impl crate::ports::EventArchive for CallerFansOut {
+    async fn accept(
+        &self,
+        event: crate::domain::Event,
+    ) -> crate::ports::StoreResult<crate::ports::Accepted> {
+        self.store.accept(event).await
+    }
+    async fn accept_routed(
+        &self,
+        event: crate::domain::Event,
+        decided: Option<crate::ports::FanOutBy>,
+    ) -> crate::ports::StoreResult<(crate::ports::Accepted, crate::ports::FanOutBy)> {
+        use crate::ports::FanOutBy;
+        let by = decided.unwrap_or(if self.moved.load(std::sync::atomic::Ordering::SeqCst) {
+            FanOutBy::Schedule
+        } else {
+            FanOutBy::Caller
+        });
+        // Another process moves the tenant once this request has begun.
+        self.moved.store(true, std::sync::atomic::Ordering::SeqCst);
+        Ok((self.store.accept(event).await?, by))
+    }
+    async fn fan_out_later(&self, event: &crate::domain::Event) -> crate::ports::StoreResult<()> {
+        self.later.lock().unwrap().push(event.id.clone());
+        Ok(())
+    }
+    async fn get(
+        &self,
+        tenant: &crate::domain::TenantId,
+        id: &crate::domain::EventId,
+    ) -> crate::ports::StoreResult<Option<crate::domain::Event>> {
+        crate::ports::EventArchive::get(&self.store, tenant, id).await
+    }
+    async fn window(
+        &self,
+        tenant: &crate::domain::TenantId,
+        after: &crate::domain::ArchivePosition,
+        until: time::OffsetDateTime,
+        limit: usize,
+    ) -> crate::ports::StoreResult<Vec<crate::domain::ArchivedEvent>> {
+        crate::ports::EventArchive::window(&self.store, tenant, after, until, limit).await
+    }
+}
+
+/// A request whose events the caller fans out: all of one request take
+/// its first event's path even when the tenant moves meanwhile, and the
+/// caller fans out at most 2,000 deliveries, scheduling the events after
+/// them in order.
+#[tokio::test]
+async fn a_request_takes_one_fan_out_path_and_fans_out_at_most_2000_deliveries_itself() {
+    let h = open();
+    let archive = std::sync::Arc::new(CallerFansOut {
+        store: h.store.clone(),
+        moved: Default::default(),
+        later: Default::default(),
+    });
+    let mut ports = contract::ports_over(h.store.clone());
+    ports.events = archive.clone();
+    let engine = crate::engine::Engine::new(ports, crate::config::Config::default());
+    let t = crate::domain::TenantId::parse("inline").unwrap();
+    for _ in 0..21 {
+        h.store
+            .insert(&contract::subscription(&t, &["*"]))
+            .await
+            .unwrap();
+    }
+    let start = time::OffsetDateTime::now_utc();
+    let events: Vec<_> = (0..100i64)
+        .map(|i| contract::event(&t, "a.b", start + time::Duration::milliseconds(i)))
+        .collect();
+    let ids: Vec<_> = events.iter().map(|e| e.id.clone()).collect();
+    let answers = engine.publish_all(events).await;
+    assert!(answers.iter().all(|a| a.is_ok()));
+    // 96 events make 2,016 deliveries: the caller stops there.
+    let inline = engine
+        .metrics
+        .deliveries_enqueued
+        .load(std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(
+        inline,
+        96 * 21,
+        "the first 96 events fanned out by the caller"
+    );
+    assert_eq!(*archive.later.lock().unwrap(), ids[96..].to_vec());
+
+    // The tenant moved: the next request is scheduled whole.
+    archive.later.lock().unwrap().clear();
+    let more: Vec<_> = (0..3i64)
+        .map(|i| contract::event(&t, "a.b", start + time::Duration::seconds(1 + i)))
+        .collect();
+    assert!(engine.publish_all(more).await.iter().all(|a| a.is_ok()));
+    assert!(
+        archive.later.lock().unwrap().is_empty(),
+        "scheduled by the store"
+    );
+    assert_eq!(
+        engine
+            .metrics
+            .deliveries_enqueued
+            .load(std::sync::atomic::Ordering::SeqCst),
+        inline,
+        "nothing fanned out by the caller"
+    );
+}

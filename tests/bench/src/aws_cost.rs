@@ -101,6 +101,9 @@ pub struct Shape {
     pub at_load: bool,
     /// Events per request (above 1: `POST /event-batches`).
     pub batch: u64,
+    /// Subscriptions of the tenant beside the 10 that take none of the
+    /// events (a wide tenant: its fan-out reads through the type index).
+    pub others: u64,
 }
 
 /// Runs the shape over 10 subscriptions and prints the calls and what
@@ -200,6 +203,16 @@ async fn measure(bin: &str, endpoint: &str, shape: Shape) -> anyhow::Result<()> 
         )
         .await?;
     }
+    if shape.others > 0 {
+        for i in 0..shape.others {
+            api.subscribe(&format!("http://{addr}/ok/other{i}"), &["other.x"])
+                .await?;
+        }
+        // The tenant's first fan-out reads it whole and indexes it, once:
+        // not counted.
+        api.publish("warm-up", "warm.up", &serde_json::json!({}))
+            .await?;
+    }
     let before = counts(&api).await?;
     let start = Instant::now();
     // One publisher, not at load: each event is published once the last
@@ -280,9 +293,10 @@ async fn measure(bin: &str, endpoint: &str, shape: Shape) -> anyhow::Result<()> 
     let after = counts(&last.0).await?;
     add_diff(&mut sum, &last.2, &after);
     println!(
-        "{} events to {} subscription(s) each, {}",
+        "{} events to {} subscription(s) each of a tenant of {}, {}",
         shape.events,
         shape.per_event,
+        10 + shape.others,
         if shape.at_load {
             "at load (each queue filled before its poller started)".to_owned()
         } else {

@@ -87,6 +87,10 @@ enum Figure {
         /// `POST /event-batches` (at most 100).
         #[arg(long, default_value_t = 1)]
         batch: u64,
+        /// Subscriptions of the tenant beside the 10 that take none of the
+        /// events: 990 makes a tenant of 1,000.
+        #[arg(long, default_value_t = 0)]
+        others: u64,
     },
     /// 6: Lambda binary sizes and init time.
     Lambda(lambda::Args),
@@ -298,6 +302,7 @@ async fn main() -> anyhow::Result<()> {
             per_event,
             at_load,
             batch,
+            others,
         } => {
             let shape = aws_cost::Shape {
                 events: deliveries / per_event.max(1),
@@ -305,6 +310,7 @@ async fn main() -> anyhow::Result<()> {
                 per_event,
                 at_load,
                 batch: batch.clamp(1, 100),
+                others,
             };
             aws_cost::run(bin, shape).await?
         }
