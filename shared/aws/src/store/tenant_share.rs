@@ -80,6 +80,10 @@ pub(crate) fn shard_caps(limit: usize) -> Vec<usize> {
 #[derive(Debug, Default)]
 pub(crate) struct TenantLanes {
     noted: Mutex<HashMap<TenantId, (Instant, i64)>>,
+    /// Held while a count is taken whole, so that a process's concurrent
+    /// deliveries of a tenant never counted read its subscriptions once,
+    /// not once each.
+    seeding: tokio::sync::Mutex<()>,
 }
 
 /// How many tenants' counts are kept before the map starts over.
@@ -190,7 +194,16 @@ impl AwsStore {
             Some(i) => get_n(i, "lanes").unwrap_or(0),
             // Never counted whole: a tenant registered before there was a
             // counter (its changes since may have made one), or a new one.
-            None => self.seed_lane_count(tenant, item.as_ref()).await?,
+            None => {
+                let _one_at_a_time = self.tenant_lanes.seeding.lock().await;
+                if let Some(n) = self.tenant_lanes.fresh(tenant) {
+                    // Counted meanwhile.
+                    return Ok(n);
+                }
+                let n = self.seed_lane_count(tenant, item.as_ref()).await?;
+                self.tenant_lanes.note(tenant, n);
+                n
+            }
         };
         self.tenant_lanes.note(tenant, n);
         Ok(n)
