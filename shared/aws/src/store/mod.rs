@@ -162,10 +162,14 @@ impl AwsStore {
         Ok(resp.item)
     }
 
-    /// Several items by key (`pk`, `sk`), eventually consistent, in
-    /// `BatchGetItem` calls of 100, asking again for the keys DynamoDB left
-    /// unprocessed; items that do not exist are absent.
-    pub(crate) async fn get_many(&self, keys: Vec<(String, String)>) -> StoreResult<Vec<Item>> {
+    /// Several items by key (`pk`, `sk`), strongly consistent when
+    /// `consistent`, in `BatchGetItem` calls of 100, asking again for the
+    /// keys DynamoDB left unprocessed; items that do not exist are absent.
+    pub(crate) async fn get_many(
+        &self,
+        keys: Vec<(String, String)>,
+        consistent: bool,
+    ) -> StoreResult<Vec<Item>> {
         use aws_sdk_dynamodb::types::KeysAndAttributes;
         let mut found = Vec::new();
         for chunk in keys.chunks(100) {
@@ -190,6 +194,7 @@ impl AwsStore {
                 }
                 let ask = KeysAndAttributes::builder()
                     .set_keys(Some(std::mem::take(&mut wanted)))
+                    .consistent_read(consistent)
                     .build()
                     .map_err(backend)?;
                 let resp = self

@@ -33,7 +33,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 use std::time::Instant;
 
-use aws_sdk_dynamodb::types::{DeleteRequest, KeysAndAttributes, PutRequest, WriteRequest};
+use aws_sdk_dynamodb::types::{DeleteRequest, PutRequest, WriteRequest};
 use hooklane_core::domain::{
     EventFilter, EventType, Subscription, SubscriptionId, SubscriptionStatus, TenantId,
 };
@@ -289,52 +289,16 @@ impl AwsStore {
         tenant: &TenantId,
         sks: &[String],
     ) -> StoreResult<BTreeMap<String, Item>> {
-        let mut wanted: Vec<Item> = sks
+        let keys = sks
             .iter()
-            .map(|sk| key(tenant_pk(tenant), sk.clone()))
+            .map(|sk| (tenant_pk(tenant), sk.clone()))
             .collect();
-        let mut found = BTreeMap::new();
-        for _ in 0..BATCH_TRIES {
-            if wanted.is_empty() {
-                return Ok(found);
-            }
-            let ask = KeysAndAttributes::builder()
-                .set_keys(Some(std::mem::take(&mut wanted)))
-                .consistent_read(true)
-                .build()
-                .map_err(backend)?;
-            let resp = self
-                .ddb
-                .batch_get_item()
-                .request_items(&self.settings.table, ask)
-                .send()
-                .await
-                .map_err(backend)?;
-            for item in resp
-                .responses
-                .and_then(|mut r| r.remove(&self.settings.table))
-                .unwrap_or_default()
-            {
-                if let Some(sk) = get_s(&item, "sk").map(str::to_owned) {
-                    found.insert(sk, item);
-                }
-            }
-            if let Some(left) = resp
-                .unprocessed_keys
-                .and_then(|mut u| u.remove(&self.settings.table))
-            {
-                wanted = left.keys;
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-            }
-        }
-        if wanted.is_empty() {
-            Ok(found)
-        } else {
-            Err(StoreError::Backend(format!(
-                "BatchGetItem left {} subscriptions unread",
-                wanted.len()
-            )))
-        }
+        Ok(self
+            .get_many(keys, true)
+            .await?
+            .into_iter()
+            .filter_map(|item| Some((get_s(&item, "sk")?.to_owned(), item)))
+            .collect())
     }
 
     /// Writes in `BatchWriteItem` calls of 25, asking again for what

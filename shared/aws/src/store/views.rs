@@ -57,7 +57,7 @@ impl DeliveryViews for AwsStore {
                 .iter()
                 .map(|s| (record_pk(&s.id), record_sk(event_id)))
                 .collect();
-            for item in self.get_many(keys).await? {
+            for item in self.get_many(keys, false).await? {
                 // The subscription from the key: a record a backfill reset
                 // before its first attempt holds little more than its state.
                 let Some(sub) = get_s(&item, "pk")
