@@ -56,10 +56,11 @@ pub struct Settings {
     pub type_index_settle: std::time::Duration,
 }
 
-/// A deployed process's wait before it writes a type index: a Lambda
-/// update's old instances finish their invocations (at most the API's 29 s
-/// integration timeout) well within it.
-const TYPE_INDEX_SETTLE: std::time::Duration = std::time::Duration::from_secs(120);
+/// A deployed process's wait before it writes a type index: a stack
+/// update replaces every function's code within it, and the old
+/// instances finish their invocations (at most the API's 29 s integration
+/// timeout) well within it.
+const TYPE_INDEX_SETTLE: std::time::Duration = std::time::Duration::from_secs(600);
 
 impl Settings {
     /// Reads the settings; names the first missing variable.

@@ -103,8 +103,10 @@ impl Resources {
             dlq_url,
             slow_queue_url: Some(slow_url),
             fan_out_in_api: super::fan_out_path::fan_out_in_api_from_env(),
-            // New resources: no subscription was registered by a version
-            // that wrote no type index entries.
+            // One process on resources it created or found: `serve
+            // --backend aws` runs no older version beside it. (A table an
+            // older version used is indexed on its wide tenants' next
+            // fan-out, whose read sees every subscription.)
             type_index_settle: std::time::Duration::ZERO,
         })
     }

@@ -412,24 +412,19 @@ impl SubscriptionStore for AwsStore {
             sub.status == hooklane_core::domain::SubscriptionStatus::Active && sub.takes(event_type)
         };
         if let Some(size) = self.reads_by_type(tenant) {
-            return match self
+            if let Some(found) = self
                 .matching_by_type(tenant, event_type, after, limit, size)
                 .await?
             {
-                Some(found) => Ok(found),
-                // Most of the tenant takes this type: read the tenant.
-                None => {
-                    self.scan_tenant(tenant, after, limit, |sub| {
-                        self.type_indexes.count_read(1);
-                        takes(sub)
-                    })
-                    .await
-                }
-            };
+                return Ok(found);
+            }
+            // More than a fifth of the tenant (as last counted) may take
+            // this type: read the tenant, counting it again.
         }
         // The whole tenant, noting every live subscription's filters: a
         // read that saw them all tells whether the tenant is wide enough
         // for its type index.
+        let may_index = self.may_index(tenant);
         let seen = std::sync::Mutex::new(Vec::new());
         let found = self
             .scan_tenant(tenant, after, limit, |sub| {
@@ -442,7 +437,7 @@ impl SubscriptionStore for AwsStore {
         let seen = seen.into_inner().expect("seen lock");
         self.type_indexes.count_read(seen.len());
         if after.is_none() && found.len() < limit {
-            self.index_if_wide(tenant, &seen).await;
+            self.index_if_wide(tenant, &seen, may_index).await;
         }
         Ok(found)
     }

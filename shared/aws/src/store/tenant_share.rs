@@ -80,10 +80,10 @@ pub(crate) fn shard_caps(limit: usize) -> Vec<usize> {
 #[derive(Debug, Default)]
 pub(crate) struct TenantLanes {
     noted: Mutex<HashMap<TenantId, (Instant, i64)>>,
-    /// Held while a count is taken whole, so that a process's concurrent
-    /// deliveries of a tenant never counted read its subscriptions once,
-    /// not once each.
-    seeding: tokio::sync::Mutex<()>,
+    /// A lock per tenant being counted whole, so that a process's
+    /// concurrent deliveries of a tenant never counted read its
+    /// subscriptions once, not once each.
+    seeding: Mutex<HashMap<TenantId, std::sync::Arc<tokio::sync::Mutex<()>>>>,
 }
 
 /// How many tenants' counts are kept before the map starts over.
@@ -104,6 +104,15 @@ impl TenantLanes {
             }
             map.insert(tenant.clone(), (Instant::now(), lanes));
         }
+    }
+
+    /// The lock that counting `tenant` whole takes.
+    fn seeding(&self, tenant: &TenantId) -> std::sync::Arc<tokio::sync::Mutex<()>> {
+        let mut map = self.seeding.lock().expect("seeding lock");
+        if map.len() >= KEEP && !map.contains_key(tenant) {
+            map.retain(|_, lock| std::sync::Arc::strong_count(lock) > 1);
+        }
+        map.entry(tenant.clone()).or_default().clone()
     }
 
     /// Forgets a tenant's count (this process changed it).
@@ -195,7 +204,8 @@ impl AwsStore {
             // Never counted whole: a tenant registered before there was a
             // counter (its changes since may have made one), or a new one.
             None => {
-                let _one_at_a_time = self.tenant_lanes.seeding.lock().await;
+                let lock = self.tenant_lanes.seeding(tenant);
+                let _one_at_a_time = lock.lock().await;
                 if let Some(n) = self.tenant_lanes.fresh(tenant) {
                     // Counted meanwhile.
                     return Ok(n);

@@ -50,6 +50,13 @@ pub(crate) const WIDE: usize = 50;
 /// Subscriptions a tenant-wide query reads for one read unit, about: one
 /// of 4 KB over items of 600 to 800 bytes. Read by key, each costs one.
 const PER_QUERY_UNIT: usize = 5;
+/// How long a fan-out spends writing a tenant's index before it gives up
+/// (and reads the tenant whole): about 12,000 entries on DynamoDB.
+const INDEX_WITHIN: std::time::Duration = std::time::Duration::from_secs(5);
+/// `BatchWriteItem` calls at once while a tenant is indexed.
+const INDEX_CALLS: usize = 4;
+/// How long after a failed indexing of a tenant this process tries again.
+const RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(600);
 /// Tries of a batch write or read that leaves items unprocessed.
 const BATCH_TRIES: u32 = 6;
 
@@ -61,6 +68,8 @@ pub(crate) struct TypeIndexes {
     complete: Mutex<HashMap<TenantId, usize>>,
     /// When this process started.
     started: Instant,
+    /// Tenants whose indexing failed, and when.
+    failed: Mutex<HashMap<TenantId, Instant>>,
     /// Subscription items fan-out has read, both ways.
     read: std::sync::atomic::AtomicU64,
 }
@@ -70,6 +79,7 @@ impl Default for TypeIndexes {
         Self {
             complete: Mutex::default(),
             started: Instant::now(),
+            failed: Mutex::default(),
             read: Default::default(),
         }
     }
@@ -89,6 +99,22 @@ impl TypeIndexes {
             .lock()
             .expect("type index lock")
             .insert(tenant.clone(), size);
+    }
+
+    fn failed(&self, tenant: &TenantId) {
+        let mut failed = self.failed.lock().expect("type index lock");
+        if failed.len() >= 10_000 {
+            failed.clear();
+        }
+        failed.insert(tenant.clone(), Instant::now());
+    }
+
+    fn may_try(&self, tenant: &TenantId) -> bool {
+        self.failed
+            .lock()
+            .expect("type index lock")
+            .get(tenant)
+            .is_none_or(|at| at.elapsed() >= RETRY_AFTER)
     }
 
     pub(crate) fn count_read(&self, n: usize) {
@@ -161,31 +187,60 @@ impl AwsStore {
         }
     }
 
+    /// Whether this process may write a tenant's index from a tenant-wide
+    /// read that starts now: it has run `type_index_settle`, and its last
+    /// try for the tenant did not fail within [`RETRY_AFTER`].
+    pub(crate) fn may_index(&self, tenant: &TenantId) -> bool {
+        self.type_indexes.started.elapsed() >= self.settings.type_index_settle
+            && self.type_indexes.may_try(tenant)
+    }
+
     /// After a tenant-wide read that saw every live subscription of the
     /// tenant (`seen`: ids and filters): if the tenant is wide, notes its
-    /// index complete when the marker says so, or writes every one's
-    /// entries and then the marker. Best effort: the tenant-wide read goes
-    /// on until it is done.
+    /// index complete when the marker says so, or, when `may_write` (asked
+    /// of [`AwsStore::may_index`] before the read), writes every one's
+    /// entries and then the marker, within [`INDEX_WITHIN`]. Best effort:
+    /// the tenant-wide read goes on until it is done.
     pub(crate) async fn index_if_wide(
         &self,
         tenant: &TenantId,
         seen: &[(SubscriptionId, Vec<EventFilter>)],
+        may_write: bool,
     ) {
         if seen.len() < WIDE {
             return;
         }
-        let settled = self.type_indexes.started.elapsed() >= self.settings.type_index_settle;
+        if let Some(size) = self.type_indexes.wide(tenant) {
+            // Complete already: the read (a fallback) counted it afresh.
+            if size != seen.len() {
+                self.type_indexes.mark_complete(tenant, seen.len());
+            }
+            return;
+        }
         let (pk, sk) = marker_key(tenant);
         let res = async {
             if self.get_consistent(pk.clone(), sk.clone()).await?.is_some() {
                 return Ok(true);
             }
-            if !settled {
+            if !may_write {
                 return Ok(false);
             }
-            for (id, filters) in seen {
-                self.index_filters(tenant, id, filters).await?;
-            }
+            let writes = seen
+                .iter()
+                .flat_map(|(id, filters)| {
+                    filters
+                        .iter()
+                        .map(move |f| put(key(entry_pk(tenant, f.as_str()), sub_sk(id))))
+                })
+                .collect::<StoreResult<Vec<_>>>()?;
+            tokio::time::timeout(INDEX_WITHIN, self.write_many(writes))
+                .await
+                .map_err(|_| {
+                    StoreError::Backend(format!(
+                        "writing {} subscriptions' type index entries took over {INDEX_WITHIN:?}",
+                        seen.len()
+                    ))
+                })??;
             self.ddb
                 .put_item()
                 .table_name(&self.settings.table)
@@ -199,7 +254,10 @@ impl AwsStore {
         match res {
             Ok(true) => self.type_indexes.mark_complete(tenant, seen.len()),
             Ok(false) => {}
-            Err(e) => tracing::warn!(error = %e, "indexing a wide tenant's filters failed"),
+            Err(e) => {
+                self.type_indexes.failed(tenant);
+                tracing::warn!(error = %e, "indexing a wide tenant's filters failed; its fan-out reads it whole, and tries again in 10 minutes");
+            }
         }
     }
 
@@ -299,6 +357,18 @@ impl AwsStore {
             .into_iter()
             .filter_map(|item| Some((get_s(&item, "sk")?.to_owned(), item)))
             .collect())
+    }
+
+    /// Writes in `BatchWriteItem` calls of 25, [`INDEX_CALLS`] at once.
+    async fn write_many(&self, writes: Vec<WriteRequest>) -> StoreResult<()> {
+        use futures::{StreamExt, TryStreamExt};
+        let chunks: Vec<Vec<WriteRequest>> = writes.chunks(25).map(<[_]>::to_vec).collect();
+        futures::stream::iter(chunks)
+            .map(|c| self.write_all(c))
+            .buffer_unordered(INDEX_CALLS)
+            .try_collect::<Vec<()>>()
+            .await
+            .map(|_| ())
     }
 
     /// Writes in `BatchWriteItem` calls of 25, asking again for what
