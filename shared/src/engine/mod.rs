@@ -303,8 +303,8 @@ impl Engine {
     /// per ten deliveries rather than one per event), as far as each
     /// event's subscriptions fit one page: returns how many of `events`, from
     /// the first, were fanned out whole. An event with more than a page,
-    /// or one that comes once `max_deliveries` are buffered, ends the run; it and the rest are left to
-    /// [`Engine::fan_out_pages`]. Events of one type share their page of
+    /// or one that comes once `max_deliveries` are buffered, ends the run;
+    /// it and the rest are left to [`Engine::fan_out_pages`]. Events of one type share their page of
     /// subscriptions (read once per run). Safe to run again, as every
     /// fan-out is.
     pub async fn fan_out_run(&self, events: &[Event], max_deliveries: usize) -> StoreResult<usize> {

@@ -391,12 +391,9 @@ impl SubscriptionStore for AwsStore {
         if let Some(lanes) = super::get_n(&item, "lanes") {
             self.uncount_lanes(tenant, lanes, &token).await;
         }
-        let filters = match item.get("filters") {
-            Some(AttributeValue::L(fs)) => {
-                fs.iter().filter_map(|f| f.as_s().ok().cloned()).collect()
-            }
-            _ => Vec::new(),
-        };
+        let filters = serde_dynamo::from_item::<_, SubscriptionRecord>(item)
+            .map(|r| r.filters)
+            .unwrap_or_default();
         self.unindex_filters(tenant, id, filters.into_iter()).await;
         Ok(Some(dropped))
     }

@@ -210,9 +210,10 @@ impl AwsStore {
                     // Counted meanwhile.
                     return Ok(n);
                 }
+                // Noted before the lock is let go.
                 let n = self.seed_lane_count(tenant, item.as_ref()).await?;
                 self.tenant_lanes.note(tenant, n);
-                n
+                return Ok(n);
             }
         };
         self.tenant_lanes.note(tenant, n);

@@ -297,22 +297,24 @@ impl AwsStore {
         let mut out = Vec::new();
         let ids: Vec<String> = ids.into_iter().collect();
         for chunk in ids.chunks(100) {
-            let items = self.get_consistent_many(tenant, chunk).await?;
+            let mut items = self.get_consistent_many(tenant, chunk).await?;
             self.type_indexes.count_read(items.len());
             for sk in chunk {
-                let Some(item) = items.get(sk) else {
+                let Some(item) = items.remove(sk) else {
                     // Its registration has not written it yet, or failed.
                     continue;
                 };
-                if let Some(id) = get_s(item, "id").and_then(|i| SubscriptionId::parse(i).ok()) {
-                    self.placements.note(&id, item);
+                if item.contains_key("deleted_at") {
+                    self.drop_stale_entry(tenant, event_type, sk).await;
+                    continue;
                 }
-                let parsed =
-                    readable_keyed("subscription", &key_of(item), from_item(item.clone()))?;
-                let Some((sub, spilling)) = parsed.flatten() else {
-                    if item.contains_key("deleted_at") {
-                        self.drop_stale_entry(tenant, event_type, sk).await;
-                    }
+                if let Some(id) = get_s(&item, "id").and_then(|i| SubscriptionId::parse(i).ok()) {
+                    self.placements.note(&id, &item);
+                }
+                let key = key_of(&item);
+                let Some((sub, spilling)) =
+                    readable_keyed("subscription", &key, from_item(item))?.flatten()
+                else {
                     continue;
                 };
                 self.lane_flags.note_all(&sub.id, spilling);
