@@ -1512,6 +1512,25 @@ async fn a_wide_tenants_fan_out_reads_only_the_subscriptions_that_match() {
     want.sort();
     assert_eq!(matching_ids(&store, &tenant, "invoice.paid").await, want);
 
+    // Another wide tenant's index names only its own (G10).
+    let neighbour = TenantId::parse("wide-too").unwrap();
+    let mut theirs = Vec::new();
+    for filter in std::iter::repeat_n("noise.x", 50).chain(["invoice.paid"]) {
+        let s = subscription(&neighbour, &[filter]);
+        store.insert(&s).await.unwrap();
+        theirs.push(s);
+    }
+    let their_id = vec![theirs[50].id.as_str().to_owned()];
+    assert_eq!(
+        fan_out_page(&store, &neighbour, "invoice.paid").await,
+        their_id
+    );
+    assert_eq!(
+        matching_ids(&store, &neighbour, "invoice.paid").await,
+        their_id
+    );
+    assert_eq!(matching_ids(&store, &tenant, "invoice.paid").await, want);
+
     // Another process reads the tenant once, finds the index complete, and
     // reads through it from then on.
     let other = AwsStore::new(&hooklane_tests::aws::sdk().await, store.settings().clone());

@@ -51,8 +51,9 @@ pub struct Settings {
     pub fan_out_in_api: bool,
     /// How long a process runs before it writes a wide tenant's type index
     /// (see the store's `type_index`): long enough for registrations by
-    /// the version before, which write no entries, to have ended. Zero
-    /// where the resources are new.
+    /// the version before, which write no entries, to have ended. Zero for
+    /// `serve --backend aws --create-resources` (one process, no older
+    /// version beside it).
     pub type_index_settle: std::time::Duration,
 }
 

@@ -106,7 +106,8 @@ pub struct Shape {
     pub others: u64,
 }
 
-/// Runs the shape over 10 subscriptions and prints the calls and what
+/// Runs the shape over 10 subscriptions (and `others` more of the tenant
+/// that take none of its events) and prints the calls and what
 /// they are billed per delivery.
 pub async fn run(bin: &str, shape: Shape) -> anyhow::Result<()> {
     anyhow::ensure!(
