@@ -1211,6 +1211,248 @@ async fn only_a_delivery_not_delivered_at_once_enters_the_by_event_index() {
     );
 }
 
+/// The raw delivery record of a pair (strongly consistent).
+async fn raw_record(
+    store: &AwsStore,
+    sub: &SubscriptionId,
+    event: &EventId,
+) -> std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue> {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    aws_sdk_dynamodb::Client::new(&hooklane_tests::aws::sdk().await)
+        .get_item()
+        .table_name(&store.settings().table)
+        .key("pk", AttributeValue::S(format!("D#{}", sub.as_str())))
+        .key("sk", AttributeValue::S(format!("E#{}", event.as_str())))
+        .consistent_read(true)
+        .send()
+        .await
+        .unwrap()
+        .item
+        .expect("a delivery record")
+}
+
+/// A delivered first attempt's outcome is its attempt-log entry alone (the
+/// record is not written again: one write unit less per delivery), and
+/// every reader takes it as delivered: the message back, as a redelivery
+/// or claiming to be a first receive, is not sent again (G1); the event's
+/// view shows it delivered; a hold read with the message's own attempt
+/// count does not end it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delivered_first_attempts_outcome_is_its_log_entry_and_its_message_back_is_not_sent() {
+    use hooklane_core::domain::DeliveryState;
+    use hooklane_core::ports::{AttemptLog, DeliveryViews, End, Finish};
+    let rx = Receiver::start().await;
+    let (ctx, subs) = handler_with("0s,1s", &["ok"], &rx).await;
+    let (sub, tenant) = &subs[0];
+    let event = publish_to(&ctx, &subs).await;
+    let url = ctx.store.settings().delivery_queue_url.clone();
+    let msgs = receive_within_10s(&ctx.store, &url).await;
+    assert!(failed_ids(&run_batch(&ctx, &msgs).await).is_empty());
+    assert_eq!(rx.count("ok"), 1);
+
+    let raw = raw_record(&ctx.store, sub, &event).await;
+    assert!(
+        !raw.contains_key("updated_at") && raw["state"].as_s().unwrap() == "pending",
+        "the outcome was not written to the record: {raw:?}"
+    );
+    let rec = ctx
+        .store
+        .delivery_record(sub, &event)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((rec.state, rec.attempts), (DeliveryState::Delivered, 1));
+    let views = DeliveryViews::of_event(&ctx.store, tenant, &event)
+        .await
+        .unwrap();
+    assert_eq!(views.len(), 1);
+    assert_eq!(views[0].1.shown_state(), "delivered");
+    let log = AttemptLog::list(&ctx.store, tenant, sub, None, 10)
+        .await
+        .unwrap();
+    assert_eq!(log.len(), 1);
+    assert_eq!(
+        (log[0].1.attempt, log[0].1.outcome.as_str()),
+        (1, "delivered")
+    );
+
+    // The message back, as a redelivery and as a first receive.
+    for receives in ["2", "1"] {
+        let mut back = hooklane_aws::queue_poller::to_event(&msgs);
+        back.records[0]
+            .attributes
+            .insert("ApproximateReceiveCount".into(), receives.into());
+        assert!(failed_ids(&handle(&ctx, back).await).is_empty());
+        assert_eq!(
+            rx.count("ok"),
+            1,
+            "not sent again (receive count {receives})"
+        );
+    }
+    // A hold of the delivery as a first receive reads it (no attempt yet)
+    // leaves it delivered: a backfill would take a held one again.
+    let stale = Delivery {
+        seq: 0,
+        tenant: tenant.clone(),
+        subscription_id: sub.clone(),
+        event_id: event.clone(),
+        event_type: EventType::parse("a.b").unwrap(),
+        lane: 0,
+        attempts: 0,
+        first_attempt_at: None,
+        next_attempt_at: time::OffsetDateTime::now_utc(),
+    };
+    ctx.store
+        .finish(&stale, &Finish::without_attempt(End::Held))
+        .await
+        .unwrap();
+    let rec = ctx
+        .store
+        .delivery_record(sub, &event)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(rec.state, DeliveryState::Delivered);
+}
+
+/// An attempt-log entry of `d`'s next attempt, started at `at`.
+fn attempt_of(
+    d: &Delivery,
+    at: time::OffsetDateTime,
+    outcome: &str,
+) -> hooklane_core::domain::Attempt {
+    hooklane_core::domain::Attempt {
+        id: hooklane_core::domain::AttemptId::generate(),
+        tenant: d.tenant.clone(),
+        subscription_id: d.subscription_id.clone(),
+        event_id: d.event_id.clone(),
+        attempt: d.attempts + 1,
+        started_at: at,
+        duration_ms: 3,
+        status_code: Some(204),
+        outcome: outcome.to_owned(),
+        error: None,
+        response_excerpt: None,
+    }
+}
+
+/// A first attempt whose outcome comes after its lease: the delivery
+/// function that reads the record then claims the attempt's log key, so
+/// of the late outcome and the second attempt only one stands. Late
+/// before the second attempt starts, the outcome is written to the record
+/// and the second attempt is refused (without the claim it would go out:
+/// a second request after a delivery, G1); late after it starts, the
+/// outcome is logged and the record stays with the second attempt (G7).
+/// While the lease runs, nothing is claimed and the outcome is the log
+/// entry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_attempts_late_outcome_and_the_next_attempt_do_not_both_stand() {
+    use hooklane_core::domain::DeliveryState;
+    use hooklane_core::ports::{AttemptLog, End, Finish};
+    let store = fresh_store(30).await;
+    let tenant = TenantId::parse("acme").unwrap();
+    let sub = contract::subscription(&tenant, &["*"]);
+    store.insert(&sub).await.unwrap();
+    let delivery = |attempts: u32, event: &EventId| Delivery {
+        seq: 0,
+        tenant: tenant.clone(),
+        subscription_id: sub.id.clone(),
+        event_id: event.clone(),
+        event_type: EventType::parse("a.b").unwrap(),
+        lane: 0,
+        attempts,
+        first_attempt_at: None,
+        next_attempt_at: time::OffsetDateTime::now_utc(),
+    };
+    let delivered = |d: &Delivery, at| Finish {
+        end: End::Delivered,
+        attempt: Some(attempt_of(d, at, "delivered")),
+        health: None,
+    };
+    let now = time::OffsetDateTime::now_utc;
+    let minute = Duration::from_secs(60);
+
+    // The lease runs: no claim, and the outcome is the log entry.
+    let e1 = EventId::generate();
+    let (d, t) = (delivery(0, &e1), now());
+    assert!(store.begin(&d, t, t + minute).await.unwrap());
+    let rec = store
+        .record_to_attempt(&sub.id, &e1, now())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((rec.state, rec.attempts), (DeliveryState::Pending, 1));
+    store.finish(&d, &delivered(&d, t)).await.unwrap();
+    assert!(!raw_record(&store, &sub.id, &e1)
+        .await
+        .contains_key("updated_at"));
+    let rec = store
+        .record_to_attempt(&sub.id, &e1, now())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(rec.state, DeliveryState::Delivered);
+
+    // The lease ended: claimed; the late outcome lands before the second
+    // attempt starts, which is then refused.
+    let e2 = EventId::generate();
+    let (d, t) = (delivery(0, &e2), now() - minute * 2);
+    assert!(store.begin(&d, t, t + minute).await.unwrap());
+    let rec = store
+        .record_to_attempt(&sub.id, &e2, now())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((rec.state, rec.attempts), (DeliveryState::Pending, 1));
+    store.finish(&d, &delivered(&d, t)).await.unwrap();
+    let rec = store.delivery_record(&sub.id, &e2).await.unwrap().unwrap();
+    assert_eq!((rec.state, rec.attempts), (DeliveryState::Delivered, 1));
+    assert!(
+        !store
+            .begin(&delivery(1, &e2), now(), now() + minute)
+            .await
+            .unwrap(),
+        "no second attempt after the delivery"
+    );
+
+    // The lease ended: claimed; the second attempt starts, then the late
+    // outcome lands: logged, the record left to the second attempt.
+    let e3 = EventId::generate();
+    let (d, t) = (delivery(0, &e3), now() - minute * 2);
+    assert!(store.begin(&d, t, t + minute).await.unwrap());
+    store.record_to_attempt(&sub.id, &e3, now()).await.unwrap();
+    let second = delivery(1, &e3);
+    let t2 = now();
+    assert!(store.begin(&second, t2, t2 + minute).await.unwrap());
+    store.finish(&d, &delivered(&d, t)).await.unwrap();
+    let rec = store.delivery_record(&sub.id, &e3).await.unwrap().unwrap();
+    assert_eq!((rec.state, rec.attempts), (DeliveryState::Pending, 2));
+    store
+        .finish(&second, &delivered(&second, t2))
+        .await
+        .unwrap();
+    let rec = store.delivery_record(&sub.id, &e3).await.unwrap().unwrap();
+    assert_eq!((rec.state, rec.attempts), (DeliveryState::Delivered, 2));
+
+    // The log lists every attempt once, and no claim.
+    let log = AttemptLog::list(&store, &tenant, &sub.id, None, 10)
+        .await
+        .unwrap();
+    let mut listed: Vec<(String, u32)> = log
+        .iter()
+        .map(|(_, a)| (a.event_id.as_str().to_owned(), a.attempt))
+        .collect();
+    listed.sort();
+    let mut want = vec![
+        (e1.as_str().to_owned(), 1),
+        (e2.as_str().to_owned(), 1),
+        (e3.as_str().to_owned(), 1),
+        (e3.as_str().to_owned(), 2),
+    ];
+    want.sort();
+    assert_eq!(listed, want);
+}
+
 /// A store over `store`'s resources with the API path on or off, in a
 /// process of its own (nothing remembered of moved tenants), and an
 /// engine over it.

@@ -27,6 +27,10 @@ use crate::messages::{After, DeliveryMessage};
 use crate::store::Handover;
 use crate::{AwsStore, Pool};
 
+/// How long before it is due a delivery is attempted rather than put off
+/// again (SQS hides a message for whole seconds).
+const EARLY: Duration = Duration::from_millis(500);
+
 /// The longest SQS lets a message stay invisible.
 const MAX_VISIBILITY: Duration = Duration::from_secs(12 * 3600);
 
@@ -306,10 +310,7 @@ async fn attempt(
         DeliveryRecord::queued()
     };
     let now = OffsetDateTime::now_utc();
-    if let Some(due) = record
-        .next_attempt_at
-        .filter(|due| *due > now + Duration::from_millis(500))
-    {
+    if let Some(due) = record.next_attempt_at.filter(|due| *due > now + EARLY) {
         return (back_off(ctx, m, due - now).await, false, None);
     }
     let d = Delivery {
@@ -365,7 +366,8 @@ async fn record_to_attempt(
     m: &SqsMessage,
     p: &Parsed,
 ) -> Result<DeliveryRecord, Outcome> {
-    let record = match ctx.store.delivery_record(&p.sub, &p.event).await {
+    let from = OffsetDateTime::now_utc() + EARLY;
+    let record = match ctx.store.record_to_attempt(&p.sub, &p.event, from).await {
         Ok(r) => r.unwrap_or_else(DeliveryRecord::queued),
         Err(StoreError::Unreadable(why)) => {
             let key = format!("D#{}/E#{}", p.sub, p.event);

@@ -1,5 +1,7 @@
 //! `AttemptLog` on DynamoDB: one item per attempt under the subscription,
-//! sorted by a time-ordered sequence, read newest first; TTL 14 days.
+//! sorted by a time-ordered sequence, read newest first; TTL 14 days. A
+//! first attempt's entry has a key its delivery record names, and is its
+//! outcome when it was delivered ([`super::first_attempt`]).
 
 use async_trait::async_trait;
 use hooklane_core::domain::{Attempt, AttemptId, EventId, SubscriptionId, TenantId};
@@ -12,7 +14,7 @@ use super::{
 };
 use crate::{number_attr, string_attr};
 
-fn log_pk(tenant: &TenantId, sub: &SubscriptionId) -> String {
+pub(super) fn log_pk(tenant: &TenantId, sub: &SubscriptionId) -> String {
     format!("A#{}#{}", tenant.as_str(), sub.as_str())
 }
 
@@ -40,15 +42,19 @@ fn from_item(item: &Item) -> StoreResult<(i64, Attempt)> {
     ))
 }
 
-#[async_trait]
-impl AttemptLog for AwsStore {
-    async fn record(&self, a: &Attempt) -> StoreResult<()> {
+impl AwsStore {
+    /// The write of an attempt's log entry under sort key `sk`.
+    pub(super) fn put_entry(
+        &self,
+        a: &Attempt,
+        sk: String,
+    ) -> aws_sdk_dynamodb::operation::put_item::builders::PutItemFluentBuilder {
         let mut req = self
             .ddb
             .put_item()
             .table_name(&self.settings.table)
             .item("pk", string_attr(log_pk(&a.tenant, &a.subscription_id)))
-            .item("sk", string_attr(padded(time_seq(a.started_at))))
+            .item("sk", string_attr(sk))
             .item("id", string_attr(a.id.as_str()))
             .item("tenant", string_attr(a.tenant.as_str()))
             .item("subscription_id", string_attr(a.subscription_id.as_str()))
@@ -70,7 +76,17 @@ impl AttemptLog for AwsStore {
         if let Some(x) = &a.response_excerpt {
             req = req.item("response_excerpt", string_attr(x.clone()));
         }
-        req.send().await.map_err(backend)?;
+        req
+    }
+}
+
+#[async_trait]
+impl AttemptLog for AwsStore {
+    async fn record(&self, a: &Attempt) -> StoreResult<()> {
+        self.put_entry(a, padded(time_seq(a.started_at)))
+            .send()
+            .await
+            .map_err(backend)?;
         Ok(())
     }
 
@@ -96,7 +112,9 @@ impl AttemptLog for AwsStore {
             .map_err(backend)?;
         let mut out = Vec::new();
         for item in resp.items.unwrap_or_default() {
-            if get_n(&item, "expires_at").is_some_and(|exp| exp < now) {
+            // A claim (`first_attempt`) is no attempt.
+            if get_n(&item, "expires_at").is_some_and(|exp| exp < now) || item.contains_key("claim")
+            {
                 continue;
             }
             out.extend(readable("attempt", &item, from_item(&item))?);

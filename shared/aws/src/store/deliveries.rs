@@ -8,14 +8,16 @@
 //! to DynamoDB ([`super::spill`]), which is this adapter's own business.
 //!
 //! Write plan per outcome (`finish`):
+//! - delivered or parked: first one `UpdateItem` of the subscription's
+//!   health, unless the record would change only its `last_attempt_at`,
+//!   by less than a minute (a healthy endpoint's successes write it once
+//!   a minute, not once each); parked also sends the message to the
+//!   dead-letter queue with its reason;
 //! - every attempt: one `PutItem` of the attempt-log entry, then one
 //!   conditional `UpdateItem` of the record (state, status, error, next
-//!   attempt; on condition it is still pending);
-//! - delivered or parked: one `UpdateItem` of the subscription's health
-//!   before that, unless the record would change only its
-//!   `last_attempt_at`, by less than a minute (a healthy endpoint's
-//!   successes write it once a minute, not once each); parked also
-//!   sends the message to the dead-letter queue with its reason;
+//!   attempt; on condition it is still pending at this attempt), except
+//!   after a first attempt that delivered: its log entry is its outcome
+//!   ([`super::first_attempt`]);
 //! - retry on a lane not yet spilling: one `UpdateItem` setting its flag;
 //!   delivered or parked on a spilling lane: the refill;
 //! - held (suspended) or dropped (unregistered): one conditional
@@ -197,18 +199,6 @@ impl AwsStore {
         }
         Ok(())
     }
-
-    /// Reads a delivery record (consistent).
-    pub async fn delivery_record(
-        &self,
-        sub: &SubscriptionId,
-        event: &EventId,
-    ) -> StoreResult<Option<DeliveryRecord>> {
-        let item = self
-            .get_consistent(record_pk(sub), record_sk(event))
-            .await?;
-        item.as_ref().map(record_of).transpose()
-    }
 }
 
 /// Says so when SQS refused an entry of a batch but took a later one of
@@ -380,14 +370,28 @@ impl LaneQueue for AwsStore {
             End::Dropped => return self.end_unattempted(d, DeliveryState::Dropped).await,
             _ => {}
         }
-        if let Some(a) = &finish.attempt {
-            AttemptLog::record(self, a).await?;
-        }
+        // Health first: a delivered first attempt's outcome is its log
+        // entry, and a success once written is not attempted again.
         if let Some(h) = &finish.health {
             self.write_health(&d.tenant, &d.subscription_id, h).await?;
         }
-        if !self.write_outcome(d, finish).await? {
-            // Not pending: finished before (a redelivered message).
+        let first_logged = match &finish.attempt {
+            Some(a) if d.attempts == 0 => {
+                self.log_first(a, matches!(finish.end, End::Delivered))
+                    .await?
+            }
+            _ => false,
+        };
+        if let Some(a) = finish.attempt.as_ref().filter(|_| !first_logged) {
+            AttemptLog::record(self, a).await?;
+        }
+        // The log entry is a delivered first attempt's outcome
+        // (`first_attempt`); any other is written to the record.
+        let took = (first_logged && matches!(finish.end, End::Delivered))
+            || self.write_outcome(d, finish).await?;
+        if !took {
+            // Not pending at this attempt: finished before (a redelivered
+            // message), or a later attempt took over.
             return Ok(());
         }
         if finish.attempt.as_ref().is_some_and(|a| a.timed_out()) {

@@ -8,7 +8,9 @@
 //!   (`V#{tenant}#{event}`) once retried or ended otherwise than delivered
 //!   at its first attempt, `gsi2` for parked ones (`P#{tenant}`, parked
 //!   order); created at the first attempt, so the attempt number is exact
-//! - attempt: `A#{tenant}#{subscription}`, zero-padded sequence
+//! - attempt: `A#{tenant}#{subscription}`, zero-padded sequence; a first
+//!   attempt's at a key its record names, its outcome when it delivered
+//!   ([`first_attempt`])
 //! - spilled delivery: `L#{subscription}`, zero-padded sequence
 //! - rate limit: `R#{subscription}`, `rate` (only rate-limited ones; TTL)
 //! - a tenant's lane counter and attempt slots: `T#{tenant}`, `Q#lanes`
@@ -23,6 +25,7 @@ mod dead_letters;
 mod deliveries;
 mod events;
 mod fan_out_path;
+mod first_attempt;
 mod lane_change;
 mod lane_flags;
 mod rates;

@@ -1,6 +1,7 @@
 //! The delivery record's writes: the conditional attempt start (exact,
 //! idempotent attempt numbers), the outcome (on condition the delivery is
-//! still pending) and the hold of a suspended subscription's delivery.
+//! still pending at its attempt) and the hold of a suspended
+//! subscription's delivery.
 
 use hooklane_core::domain::{Delivery, DeliveryState};
 use hooklane_core::ports::{End, Finish, StoreResult};
@@ -33,7 +34,13 @@ impl AwsStore {
                  attempts = if_not_exists(attempts, :zero), gsi1pk = :g1, gsi1sk = :s, expires_at = :exp, \
                  lane = :lane",
             )
-            .condition_expression("attribute_not_exists(pk) OR #state = :pending")
+            // At the attempts it was read with: a record past them may be
+            // settled by its first attempt's log entry (`first_attempt`),
+            // and only a reader that settled it may end it.
+            .condition_expression(
+                "attribute_not_exists(pk) OR (#state = :pending AND attempts = :n)",
+            )
+            .expression_attribute_values(":n", number_attr(d.attempts))
             .expression_attribute_names("#state", "state")
             .expression_attribute_values(":end", string_attr(state.as_str()))
             .expression_attribute_values(":now", number_attr(ms(now)))
@@ -73,6 +80,10 @@ impl AwsStore {
             .to_owned();
         if d.attempts > 0 {
             expression.push_str(", gsi1pk = :g1, gsi1sk = :s");
+        } else {
+            // No outcome written at this attempt yet: its log entry may
+            // settle the record (`first_attempt`).
+            expression.push_str(" REMOVE updated_at");
         }
         let mut req = self
             .ddb
@@ -112,7 +123,8 @@ impl AwsStore {
     }
 
     /// The outcome's one conditional update of the delivery record (on
-    /// condition it is still pending); `false` when it was not.
+    /// condition it is still pending at this attempt); `false` when it was
+    /// not.
     pub(super) async fn write_outcome(&self, d: &Delivery, finish: &Finish) -> StoreResult<bool> {
         let last = finish.attempt.as_ref();
         let now = OffsetDateTime::now_utc();
@@ -164,11 +176,14 @@ impl AwsStore {
                 DeliveryState::Parked
             }
         };
-        // A delivery never attempted has no record: nothing to finish.
-        let condition = "#state = :pending";
+        // A delivery never attempted has no record: nothing to finish. A
+        // later attempt started meanwhile (after this one's lease) has its
+        // own outcome to write.
+        let condition = "#state = :pending AND attempts = :this";
         let res = req
             .update_expression(format!("SET {}", set.join(", ")))
             .condition_expression(condition)
+            .expression_attribute_values(":this", number_attr(d.attempts + 1))
             .expression_attribute_values(":state", string_attr(state.as_str()))
             .send()
             .await;

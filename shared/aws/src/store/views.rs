@@ -17,7 +17,8 @@ use hooklane_core::domain::{
 };
 use hooklane_core::ports::{DeliveryViews, StoreResult};
 
-use super::deliveries::{by_event_pk, record_of, record_pk, record_sk};
+use super::deliveries::{by_event_pk, record_pk, record_sk};
+use super::first_attempt::{first_log_key, settled};
 use super::{backend, corrupt, get_s, readable, AwsStore, Item};
 use crate::string_attr;
 
@@ -38,56 +39,65 @@ impl DeliveryViews for AwsStore {
             .send()
             .await
             .map_err(backend)?;
-        let mut views: Vec<(SubscriptionId, DeliveryRecord)> = Vec::new();
-        for item in resp.items.unwrap_or_default() {
-            views.extend(readable("delivery", &item, view(&item))?);
-        }
+        let indexed = resp.items.unwrap_or_default();
+        let mut shown: HashSet<SubscriptionId> = indexed
+            .iter()
+            .filter_map(|item| get_s(item, "subscription_id"))
+            .filter_map(|id| SubscriptionId::parse(id).ok())
+            .collect();
         // The rest are read by key (one delivered at its first attempt,
         // or in its first attempt, is not in the index), for every live
         // subscription of the tenant, whatever its status and filters now:
         // a record shows however the subscription changed since. One with
         // no record is queued if it matches the event now.
+        let mut by_key = Vec::new();
+        let mut queued = Vec::new();
         if let Some(event) = hooklane_core::ports::EventArchive::get(self, tenant, event_id).await?
         {
             let subs = self.live_subscriptions(tenant).await?;
-            let mut shown: HashSet<SubscriptionId> =
-                views.iter().map(|(id, _)| id.clone()).collect();
             let rest: Vec<&Subscription> = subs.iter().filter(|s| !shown.contains(&s.id)).collect();
             let keys = rest
                 .iter()
                 .map(|s| (record_pk(&s.id), record_sk(event_id)))
                 .collect();
-            for item in self.get_many(keys, false).await? {
-                // The subscription from the key: a record a backfill reset
-                // before its first attempt holds little more than its state.
-                let Some(sub) = get_s(&item, "pk")
-                    .and_then(|pk| pk.strip_prefix("D#"))
-                    .and_then(|id| SubscriptionId::parse(id).ok())
-                else {
-                    continue;
-                };
-                if let Some(record) = readable("delivery", &item, record_of(&item))? {
-                    shown.insert(sub.clone());
-                    views.push((sub, record));
-                }
-            }
-            for s in rest {
-                let queued = s.status == SubscriptionStatus::Active
-                    && s.takes(&event.event_type)
-                    && s.created_at <= event.created_at;
-                if queued && !shown.contains(&s.id) {
-                    views.push((s.id.clone(), DeliveryRecord::queued()));
-                }
-            }
+            by_key = self.get_many(keys, false).await?;
+            shown.extend(by_key.iter().filter_map(sub_of_key));
+            queued = rest
+                .into_iter()
+                .filter(|s| {
+                    s.status == SubscriptionStatus::Active
+                        && s.takes(&event.event_type)
+                        && s.created_at <= event.created_at
+                        && !shown.contains(&s.id)
+                })
+                .map(|s| s.id.clone())
+                .collect();
         }
+        // Records at their first attempt with no outcome written: settled
+        // by that attempt's log entry (`first_attempt`).
+        let all: Vec<&Item> = indexed.iter().chain(&by_key).collect();
+        let entries = self.first_entries(&all).await?;
+        let mut views: Vec<(SubscriptionId, DeliveryRecord)> = Vec::new();
+        for item in indexed.iter().chain(&by_key) {
+            let entry = first_log_key(item).and_then(|k| entries.get(&k));
+            views.extend(readable("delivery", item, view(item, entry))?);
+        }
+        views.extend(queued.into_iter().map(|id| (id, DeliveryRecord::queued())));
         views.sort_by(|a, b| a.0.cmp(&b.0));
         Ok(views)
     }
 }
 
-/// A delivery record with its subscription.
-fn view(item: &Item) -> StoreResult<(SubscriptionId, DeliveryRecord)> {
-    let sub = get_s(item, "subscription_id").ok_or_else(|| corrupt("subscription id"))?;
-    let sub = SubscriptionId::parse(sub).map_err(|_| corrupt("subscription id"))?;
-    Ok((sub, record_of(item)?))
+/// The subscription of a record, from its key: a record a backfill reset
+/// before its first attempt holds little more than its state.
+fn sub_of_key(item: &Item) -> Option<SubscriptionId> {
+    get_s(item, "pk")
+        .and_then(|pk| pk.strip_prefix("D#"))
+        .and_then(|id| SubscriptionId::parse(id).ok())
+}
+
+/// A delivery record with its subscription, settled by `entry`.
+fn view(item: &Item, entry: Option<&Item>) -> StoreResult<(SubscriptionId, DeliveryRecord)> {
+    let sub = sub_of_key(item).ok_or_else(|| corrupt("subscription id"))?;
+    Ok((sub, settled(item, entry)?))
 }
