@@ -7,7 +7,8 @@
 //! subscription that has none yet (records appear at the first attempt).
 //! A record whose subscription was deleted shows only if it is in the
 //! index (dropped, parked, retried): a deleted subscription is not listed
-//! among the event's.
+//! among the event's. A record at its first attempt with no outcome
+//! written is settled by that attempt's log entry ([`super::first_attempt`]).
 
 use std::collections::HashSet;
 
