@@ -1315,6 +1315,21 @@ async fn a_delivered_first_attempts_outcome_is_its_log_entry_and_its_message_bac
     assert_eq!(rec.state, DeliveryState::Delivered);
 }
 
+/// A delivery's record as the delivery function reads it before an
+/// attempt now.
+async fn to_attempt(
+    store: &AwsStore,
+    sub: &SubscriptionId,
+    event: &EventId,
+) -> hooklane_core::domain::DeliveryRecord {
+    let now = time::OffsetDateTime::now_utc();
+    store
+        .record_to_attempt(sub, event, now)
+        .await
+        .unwrap()
+        .expect("a record")
+}
+
 /// An attempt-log entry of `d`'s next attempt, started at `at`.
 fn attempt_of(
     d: &Delivery,
@@ -1376,21 +1391,13 @@ async fn a_first_attempts_late_outcome_and_the_next_attempt_do_not_both_stand() 
     let e1 = EventId::generate();
     let (d, t) = (delivery(0, &e1), now());
     assert!(store.begin(&d, t, t + minute).await.unwrap());
-    let rec = store
-        .record_to_attempt(&sub.id, &e1, now())
-        .await
-        .unwrap()
-        .unwrap();
+    let rec = to_attempt(&store, &sub.id, &e1).await;
     assert_eq!((rec.state, rec.attempts), (DeliveryState::Pending, 1));
     store.finish(&d, &delivered(&d, t)).await.unwrap();
     assert!(!raw_record(&store, &sub.id, &e1)
         .await
         .contains_key("updated_at"));
-    let rec = store
-        .record_to_attempt(&sub.id, &e1, now())
-        .await
-        .unwrap()
-        .unwrap();
+    let rec = to_attempt(&store, &sub.id, &e1).await;
     assert_eq!(rec.state, DeliveryState::Delivered);
 
     // The lease ended: claimed; the late outcome lands before the second
@@ -1398,11 +1405,7 @@ async fn a_first_attempts_late_outcome_and_the_next_attempt_do_not_both_stand() 
     let e2 = EventId::generate();
     let (d, t) = (delivery(0, &e2), now() - minute * 2);
     assert!(store.begin(&d, t, t + minute).await.unwrap());
-    let rec = store
-        .record_to_attempt(&sub.id, &e2, now())
-        .await
-        .unwrap()
-        .unwrap();
+    let rec = to_attempt(&store, &sub.id, &e2).await;
     assert_eq!((rec.state, rec.attempts), (DeliveryState::Pending, 1));
     store.finish(&d, &delivered(&d, t)).await.unwrap();
     let rec = store.delivery_record(&sub.id, &e2).await.unwrap().unwrap();
@@ -1420,7 +1423,7 @@ async fn a_first_attempts_late_outcome_and_the_next_attempt_do_not_both_stand() 
     let e3 = EventId::generate();
     let (d, t) = (delivery(0, &e3), now() - minute * 2);
     assert!(store.begin(&d, t, t + minute).await.unwrap());
-    store.record_to_attempt(&sub.id, &e3, now()).await.unwrap();
+    to_attempt(&store, &sub.id, &e3).await;
     let second = delivery(1, &e3);
     let t2 = now();
     assert!(store.begin(&second, t2, t2 + minute).await.unwrap());

@@ -118,17 +118,7 @@ impl AwsStore {
         sub: &SubscriptionId,
         event: &EventId,
     ) -> StoreResult<Option<DeliveryRecord>> {
-        let Some(item) = self
-            .get_consistent(record_pk(sub), record_sk(event))
-            .await?
-        else {
-            return Ok(None);
-        };
-        let entry = match first_log_key(&item) {
-            Some((pk, sk)) => self.get_consistent(pk, sk).await?,
-            None => None,
-        };
-        settled(&item, entry.as_ref()).map(Some)
+        self.read_settled(sub, event, None).await
     }
 
     /// The record of a delivery about to be attempted from `from` on,
@@ -141,6 +131,17 @@ impl AwsStore {
         event: &EventId,
         from: OffsetDateTime,
     ) -> StoreResult<Option<DeliveryRecord>> {
+        self.read_settled(sub, event, Some(from)).await
+    }
+
+    /// A delivery record, settled; claiming its first attempt's log key
+    /// when `claim_from` is given and that attempt's lease ends by then.
+    async fn read_settled(
+        &self,
+        sub: &SubscriptionId,
+        event: &EventId,
+        claim_from: Option<OffsetDateTime>,
+    ) -> StoreResult<Option<DeliveryRecord>> {
         let Some(item) = self
             .get_consistent(record_pk(sub), record_sk(event))
             .await?
@@ -151,7 +152,8 @@ impl AwsStore {
             return record_of(&item).map(Some);
         };
         let mut entry = self.get_consistent(pk.clone(), sk.clone()).await?;
-        let lease_ended = get_n(&item, "next_attempt_at").is_none_or(|end| end <= ms(from));
+        let lease_ended = claim_from
+            .is_some_and(|from| get_n(&item, "next_attempt_at").is_none_or(|end| end <= ms(from)));
         if entry.is_none() && lease_ended && !self.claim(&item, &pk, &sk).await? {
             // The outcome, or another claim, took the key first.
             entry = self.get_consistent(pk, sk).await?;
