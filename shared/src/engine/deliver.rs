@@ -73,15 +73,13 @@ impl Engine {
             // and a look again in a second (not the store's long retry).
             Err(e) => {
                 warn!(tenant = d.tenant.as_str(), error = %e, "taking a tenant slot failed; trying again shortly");
-                let soon = self.ports.clock.now() + Duration::from_secs(1);
-                return self.put_off(d, soon).await;
+                return self.put_off_briefly(d).await;
             }
         };
         // Checked before the start is written too, so that a slot lost to a
         // slow store costs no attempt number.
         let Some(slot) = self.slot_for_the_request(d, slot, hold).await else {
-            let soon = self.ports.clock.now() + Duration::from_secs(1);
-            return self.put_off(d, soon).await;
+            return self.put_off_briefly(d).await;
         };
         // The attempt starts now: taking the slot may have taken a while.
         let now = self.ports.clock.now().max(now);
@@ -96,8 +94,7 @@ impl Engine {
             // start is written), as after a crash: the delivery comes
             // round again once the attempt's lease has passed, and its
             // next attempt has the next number.
-            let soon = self.ports.clock.now() + Duration::from_secs(1);
-            return self.put_off(d, soon).await;
+            return self.put_off_briefly(d).await;
         };
         self.metrics.attempts.fetch_add(1, Ordering::Relaxed);
         let attempt_no = d.attempts + 1;
@@ -124,6 +121,13 @@ impl Engine {
         };
         self.record(d, &sub, attempt_no, now, &report, decision, seq)
             .await
+    }
+
+    /// Puts a delivery off for a second: the tenant bound's bookkeeping
+    /// could not be read, or its slot was lost before the request.
+    async fn put_off_briefly(&self, d: &Delivery) -> StoreResult<Step> {
+        let soon = self.ports.clock.now() + Duration::from_secs(1);
+        self.put_off(d, soon).await
     }
 
     /// Puts a delivery off until `until` without an attempt.
