@@ -301,15 +301,18 @@ async fn attempt(
     p: &Parsed,
     read_record: bool,
 ) -> (Outcome, bool, Option<Step>) {
+    // One `now` for the record's read and the check of when it is due: a
+    // first attempt's log key is claimed if, and only if, its lease ends
+    // by the time this attempt may start (`first_attempt`).
+    let now = OffsetDateTime::now_utc();
     let record = if read_record {
-        match record_to_attempt(ctx, m, p).await {
+        match record_to_attempt(ctx, m, p, now + EARLY).await {
             Ok(record) => record,
             Err(outcome) => return (outcome, false, None),
         }
     } else {
         DeliveryRecord::queued()
     };
-    let now = OffsetDateTime::now_utc();
     if let Some(due) = record.next_attempt_at.filter(|due| *due > now + EARLY) {
         return (back_off(ctx, m, due - now).await, false, None);
     }
@@ -359,14 +362,15 @@ async fn attempt(
     (outcome, step == Step::Skipped, Some(step))
 }
 
-/// The delivery's record, when an attempt is still to be made; otherwise
-/// what the message comes to (done, back, or parked as unreadable).
+/// The delivery's record, when an attempt is still to be made from `from`
+/// on; otherwise what the message comes to (done, back, or parked as
+/// unreadable).
 async fn record_to_attempt(
     ctx: &Deliver,
     m: &SqsMessage,
     p: &Parsed,
+    from: OffsetDateTime,
 ) -> Result<DeliveryRecord, Outcome> {
-    let from = OffsetDateTime::now_utc() + EARLY;
     let record = match ctx.store.record_to_attempt(&p.sub, &p.event, from).await {
         Ok(r) => r.unwrap_or_else(DeliveryRecord::queued),
         Err(StoreError::Unreadable(why)) => {

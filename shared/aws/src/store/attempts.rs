@@ -5,14 +5,18 @@
 
 use async_trait::async_trait;
 use hooklane_core::domain::{Attempt, AttemptId, EventId, SubscriptionId, TenantId};
-use hooklane_core::ports::{AttemptLog, StoreResult};
+use hooklane_core::ports::{AttemptLog, StoreError, StoreResult};
 use hooklane_core::record::{from_ms, ms};
 
 use super::{
-    backend, corrupt, get_n, get_s, padded, readable, required_n, time_seq, AwsStore, Item,
-    RETENTION_SECS,
+    backend, corrupt, get_n, get_s, padded, readable, required_n, time_seq, took_effect, AwsStore,
+    Item, RETENTION_SECS,
 };
 use crate::{number_attr, string_attr};
+
+/// Sequences an entry draws before its write gives up (each taken key
+/// draws the next).
+const KEY_TRIES: usize = 5;
 
 pub(super) fn log_pk(tenant: &TenantId, sub: &SubscriptionId) -> String {
     format!("A#{}#{}", tenant.as_str(), sub.as_str())
@@ -83,11 +87,24 @@ impl AwsStore {
 #[async_trait]
 impl AttemptLog for AwsStore {
     async fn record(&self, a: &Attempt) -> StoreResult<()> {
-        self.put_entry(a, padded(time_seq(a.started_at)))
-            .send()
-            .await
-            .map_err(backend)?;
-        Ok(())
+        // On condition that the key is free (or holds this very entry): a
+        // first attempt's entry at a key of the same millisecond
+        // (`first_attempt`) is never overwritten; a taken key draws the
+        // next sequence.
+        for _ in 0..KEY_TRIES {
+            let res = self
+                .put_entry(a, padded(time_seq(a.started_at)))
+                .condition_expression("attribute_not_exists(pk) OR id = :id")
+                .expression_attribute_values(":id", string_attr(a.id.as_str()))
+                .send()
+                .await;
+            if took_effect(res)? {
+                return Ok(());
+            }
+        }
+        Err(StoreError::Backend(format!(
+            "no free attempt-log key in {KEY_TRIES} tries"
+        )))
     }
 
     async fn list(
@@ -98,26 +115,40 @@ impl AttemptLog for AwsStore {
         limit: usize,
     ) -> StoreResult<Vec<(i64, Attempt)>> {
         let now = time::OffsetDateTime::now_utc().unix_timestamp();
-        let resp = self
-            .ddb
-            .query()
-            .table_name(&self.settings.table)
-            .key_condition_expression("pk = :pk AND sk < :before")
-            .expression_attribute_values(":pk", string_attr(log_pk(tenant, subscription)))
-            .expression_attribute_values(":before", string_attr(padded(before.unwrap_or(i64::MAX))))
-            .scan_index_forward(false)
-            .limit(limit.min(1000) as i32)
-            .send()
-            .await
-            .map_err(backend)?;
         let mut out = Vec::new();
-        for item in resp.items.unwrap_or_default() {
-            // A claim (`first_attempt`) is no attempt.
-            if get_n(&item, "expires_at").is_some_and(|exp| exp < now) || item.contains_key("claim")
-            {
-                continue;
+        let mut start = None;
+        // Page on until `limit` entries are found: expired items and claims
+        // are skipped, and a short page would end the API's pagination.
+        loop {
+            let resp = self
+                .ddb
+                .query()
+                .table_name(&self.settings.table)
+                .key_condition_expression("pk = :pk AND sk < :before")
+                .expression_attribute_values(":pk", string_attr(log_pk(tenant, subscription)))
+                .expression_attribute_values(
+                    ":before",
+                    string_attr(padded(before.unwrap_or(i64::MAX))),
+                )
+                .scan_index_forward(false)
+                .limit((limit - out.len()).clamp(1, 1000) as i32)
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(backend)?;
+            for item in resp.items.unwrap_or_default() {
+                // A claim (`first_attempt`) is no attempt.
+                if get_n(&item, "expires_at").is_some_and(|exp| exp < now)
+                    || item.contains_key("claim")
+                {
+                    continue;
+                }
+                out.extend(readable("attempt", &item, from_item(&item))?);
             }
-            out.extend(readable("attempt", &item, from_item(&item))?);
+            start = resp.last_evaluated_key;
+            if out.len() >= limit || start.is_none() {
+                break;
+            }
         }
         Ok(out)
     }

@@ -2,8 +2,10 @@
 //!
 //! A delivery is a message in the delivery FIFO queue (group = subscription,
 //! deduplication id = hash(event, subscription)). Its record (attempt
-//! count, state) is written at the first attempt and updated at each, so
-//! attempt numbers come from our own record, not from
+//! count, state) is written when each attempt starts and when it ends (a
+//! delivered first attempt's outcome is its attempt-log entry instead,
+//! [`super::first_attempt`]), so attempt numbers come from our own record,
+//! not from
 //! `ApproximateReceiveCount`. While a lane fails, its new deliveries spill
 //! to DynamoDB ([`super::spill`]), which is this adapter's own business.
 //!
@@ -258,6 +260,11 @@ impl LaneQueue for AwsStore {
                     tracing::warn!(error = %e, tries, "recording an attempt's start failed; trying again");
                     tokio::time::sleep(std::time::Duration::from_millis(100 << tries)).await;
                 }
+                Ok(true) if d.attempts == 0 => {
+                    // Its log key (`first_attempt`) follows this start.
+                    self.first_starts.note(d, now);
+                    return Ok(true);
+                }
                 answered => return answered,
             }
         }
@@ -366,8 +373,12 @@ impl LaneQueue for AwsStore {
 
     async fn finish(&self, d: &Delivery, finish: &Finish) -> StoreResult<()> {
         match finish.end {
-            End::Held => return self.end_unattempted(d, DeliveryState::Held).await,
-            End::Dropped => return self.end_unattempted(d, DeliveryState::Dropped).await,
+            End::Held => return self.end_unattempted_settled(d, DeliveryState::Held).await,
+            End::Dropped => {
+                return self
+                    .end_unattempted_settled(d, DeliveryState::Dropped)
+                    .await
+            }
             _ => {}
         }
         // Health first: a delivered first attempt's outcome is its log
@@ -376,10 +387,13 @@ impl LaneQueue for AwsStore {
             self.write_health(&d.tenant, &d.subscription_id, h).await?;
         }
         let first_logged = match &finish.attempt {
-            Some(a) if d.attempts == 0 => {
-                self.log_first(a, matches!(finish.end, End::Delivered))
-                    .await?
-            }
+            Some(a) if d.attempts == 0 => match self.first_starts.take(d) {
+                Some(start) => {
+                    self.log_first(a, start, matches!(finish.end, End::Delivered))
+                        .await?
+                }
+                None => false,
+            },
             _ => false,
         };
         if let Some(a) = finish.attempt.as_ref().filter(|_| !first_logged) {

@@ -18,7 +18,10 @@
 //! [`AwsStore::delivery_record`]. Replays and backfills take only parked
 //! and held records, and leave pending ones (delivered or not) as they are.
 //!
-//! The entry is written on condition that its key is free. A delivery
+//! The key's start is the one the attempt's start wrote to the record, as
+//! this process noted it then ([`FirstStarts`]); an outcome whose start
+//! this process did not note is written to the record, as for later
+//! attempts. The entry is written on condition that its key is free. A delivery
 //! function that finds the first attempt's lease passed with no entry
 //! claims the key (a `claim` item, which the log does not list) before it
 //! starts the second attempt, so that of a late outcome and the next
@@ -29,10 +32,11 @@
 //! one millisecond).
 
 use std::collections::HashMap;
+use std::sync::Mutex;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use hooklane_core::domain::{
-    Attempt, DeliveryRecord, DeliveryState, EventId, SubscriptionId, TenantId,
+    Attempt, Delivery, DeliveryRecord, DeliveryState, EventId, SubscriptionId, TenantId,
 };
 use hooklane_core::ports::StoreResult;
 use hooklane_core::record::ms;
@@ -43,6 +47,35 @@ use super::deliveries::{record_of, record_pk, record_sk};
 use super::{get_n, get_s, padded, took_effect, AwsStore, Item, RETENTION_SECS};
 use crate::messages::dedup_id;
 use crate::{number_attr, string_attr};
+
+/// How many begun first attempts [`FirstStarts`] holds at most. Past it
+/// (attempts begun and never finished: a slot lost before the request,
+/// many times over), an outcome is written to the record.
+const FIRST_STARTS: usize = 10_000;
+
+/// The start each first attempt this process began wrote to its record
+/// (which names the attempt's log key), until its outcome is written.
+#[derive(Debug, Default)]
+pub(crate) struct FirstStarts(Mutex<HashMap<(SubscriptionId, EventId), i64>>);
+
+impl FirstStarts {
+    /// Notes that `d`'s first attempt began at `start`.
+    pub(crate) fn note(&self, d: &Delivery, start: OffsetDateTime) {
+        let mut starts = self.0.lock().expect("first starts lock");
+        if starts.len() < FIRST_STARTS {
+            starts.insert((d.subscription_id.clone(), d.event_id.clone()), ms(start));
+        }
+    }
+
+    /// The start of `d`'s first attempt, if this process began it and
+    /// noted it; forgotten.
+    pub(crate) fn take(&self, d: &Delivery) -> Option<i64> {
+        self.0
+            .lock()
+            .expect("first starts lock")
+            .remove(&(d.subscription_id.clone(), d.event_id.clone()))
+    }
+}
 
 /// A log entry's key (`pk`, `sk`).
 pub(crate) type LogKey = (String, String);
@@ -95,12 +128,18 @@ pub(crate) fn settled(record: &Item, entry: Option<&Item>) -> StoreResult<Delive
 }
 
 impl AwsStore {
-    /// Logs a first attempt under the key its record names, marked as the
+    /// Logs a first attempt under the key its record names (its start as
+    /// the record holds it, `started_ms`), marked as the
     /// delivery's outcome when it `delivered`; `false` when the key was
     /// taken (a claim, or another delivery's entry). Its id makes the
     /// write idempotent (an SDK retry finds its own entry).
-    pub(super) async fn log_first(&self, a: &Attempt, delivered: bool) -> StoreResult<bool> {
-        let mut req = self.put_entry(a, first_sk(&a.event_id, ms(a.started_at)));
+    pub(super) async fn log_first(
+        &self,
+        a: &Attempt,
+        started_ms: i64,
+        delivered: bool,
+    ) -> StoreResult<bool> {
+        let mut req = self.put_entry(a, first_sk(&a.event_id, started_ms));
         if delivered {
             req = req.item("delivered", AttributeValue::Bool(true));
         }

@@ -82,6 +82,9 @@ pub struct AwsStore {
     /// Tenants whose fan-out reads through the type index (shared by
     /// clones).
     pub(crate) type_indexes: std::sync::Arc<type_index::TypeIndexes>,
+    /// First attempts begun and not finished, with their starts (shared by
+    /// clones).
+    pub(crate) first_starts: std::sync::Arc<first_attempt::FirstStarts>,
     /// The delivery pool this process runs.
     pub(crate) pool: Pool,
 }
@@ -125,6 +128,7 @@ impl AwsStore {
             tenant_lanes: Default::default(),
             moved: Default::default(),
             type_indexes: Default::default(),
+            first_starts: Default::default(),
             pool: Pool::Main,
         }
     }
@@ -145,6 +149,7 @@ impl AwsStore {
             tenant_lanes: Default::default(),
             moved: Default::default(),
             type_indexes: Default::default(),
+            first_starts: Default::default(),
             pool: Pool::Main,
         }
     }

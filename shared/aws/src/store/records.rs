@@ -17,11 +17,39 @@ impl AwsStore {
     /// none yet (so `GET /events/{id}` shows it): held, when its
     /// subscription is suspended (the backfill after re-enabling covers
     /// it), or dropped, when its subscription is gone.
-    pub(super) async fn end_unattempted(
+    pub(super) async fn end_unattempted_settled(
         &self,
         d: &Delivery,
         state: DeliveryState,
     ) -> StoreResult<()> {
+        if self.end_unattempted(d, state).await? {
+            return Ok(());
+        }
+        // Refused: finished, or past the attempts `d` was read with (a
+        // message back that looked like a first receive, read without its
+        // record). Settled (a first attempt whose lease has ended claimed,
+        // so its late outcome goes to the record), a pending one is ended
+        // at its own attempts; a delivered one is left as it is.
+        let now = OffsetDateTime::now_utc();
+        let Some(record) = self
+            .record_to_attempt(&d.subscription_id, &d.event_id, now)
+            .await?
+        else {
+            return Ok(());
+        };
+        if record.state == DeliveryState::Pending && record.attempts != d.attempts {
+            let read = Delivery {
+                attempts: record.attempts,
+                ..d.clone()
+            };
+            self.end_unattempted(&read, state).await?;
+        }
+        Ok(())
+    }
+
+    /// [`Self::end_unattempted_settled`]'s write, at `d.attempts`; `false`
+    /// when refused.
+    async fn end_unattempted(&self, d: &Delivery, state: DeliveryState) -> StoreResult<bool> {
         let now = OffsetDateTime::now_utc();
         let res = self
             .ddb
@@ -55,7 +83,7 @@ impl AwsStore {
             .expression_attribute_values(":exp", number_attr(now.unix_timestamp() + RETENTION_SECS))
             .send()
             .await;
-        took_effect(res).map(|_| ())
+        took_effect(res)
     }
 
     /// One try of the conditional write that starts attempt
