@@ -1511,12 +1511,14 @@ async fn a_first_attempts_late_outcome_and_the_next_attempt_do_not_both_stand() 
 }
 
 /// A message back that looks like a first receive (read without its
-/// record) of a delivery in retry, whose subscription is now suspended:
-/// the hold is refused at the attempts it was read with, so the record is
-/// read and the delivery held at its own (a backfill after re-enabling
-/// takes it); one delivered at its first attempt is left delivered.
+/// record), whose subscription is now suspended: the hold is refused at
+/// the attempts it was read with, so the record is read and the delivery
+/// held at its own (a backfill after re-enabling takes it), when it is in
+/// retry or its first attempt's lease has ended; while an attempt runs,
+/// it is left to that attempt's outcome. (One delivered at its first
+/// attempt is left delivered: the test of that outcome.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_hold_read_without_the_record_ends_a_retrying_delivery_at_its_own_attempts() {
+async fn a_hold_read_without_the_record_ends_a_delivery_at_its_own_attempts_unless_one_runs() {
     use hooklane_core::domain::DeliveryState;
     use hooklane_core::ports::{End, Finish};
     let store = fresh_store(30).await;
@@ -1554,6 +1556,49 @@ async fn a_hold_read_without_the_record_ends_a_retrying_delivery_at_its_own_atte
         .unwrap();
     let rec = store
         .delivery_record(&sub.id, &event)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((rec.state, rec.attempts), (DeliveryState::Held, 1));
+
+    // A first attempt still running: not held; its outcome stands.
+    let running = Delivery {
+        event_id: EventId::generate(),
+        ..d.clone()
+    };
+    let t = time::OffsetDateTime::now_utc();
+    let minute = Duration::from_secs(60);
+    assert!(store.begin(&running, t, t + minute).await.unwrap());
+    store
+        .finish(&running, &Finish::without_attempt(End::Held))
+        .await
+        .unwrap();
+    let outcome = Finish {
+        end: End::Delivered,
+        attempt: Some(attempt_of(&running, t, "delivered")),
+        health: None,
+    };
+    store.finish(&running, &outcome).await.unwrap();
+    let rec = store
+        .delivery_record(&sub.id, &running.event_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(rec.state, DeliveryState::Delivered);
+
+    // A first attempt whose lease has ended with no outcome: held.
+    let lost = Delivery {
+        event_id: EventId::generate(),
+        ..d.clone()
+    };
+    let t = time::OffsetDateTime::now_utc() - minute * 2;
+    assert!(store.begin(&lost, t, t + minute).await.unwrap());
+    store
+        .finish(&lost, &Finish::without_attempt(End::Held))
+        .await
+        .unwrap();
+    let rec = store
+        .delivery_record(&sub.id, &lost.event_id)
         .await
         .unwrap()
         .unwrap();

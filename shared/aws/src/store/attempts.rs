@@ -18,6 +18,9 @@ use crate::{number_attr, string_attr};
 /// draws the next).
 const KEY_TRIES: usize = 5;
 
+/// Pages a list reads at most to find its entries.
+const LIST_PAGES: usize = 20;
+
 pub(super) fn log_pk(tenant: &TenantId, sub: &SubscriptionId) -> String {
     format!("A#{}#{}", tenant.as_str(), sub.as_str())
 }
@@ -118,8 +121,10 @@ impl AttemptLog for AwsStore {
         let mut out = Vec::new();
         let mut start = None;
         // Page on until `limit` entries are found: expired items and claims
-        // are skipped, and a short page would end the API's pagination.
-        loop {
+        // are skipped, and a short page would end the API's pagination. The
+        // expired ones are the oldest (TTL deletion can lag by days), so a
+        // run of pages with none to show ends the list.
+        for _ in 0..LIST_PAGES {
             let resp = self
                 .ddb
                 .query()
@@ -131,7 +136,7 @@ impl AttemptLog for AwsStore {
                     string_attr(padded(before.unwrap_or(i64::MAX))),
                 )
                 .scan_index_forward(false)
-                .limit((limit - out.len()).clamp(1, 1000) as i32)
+                .limit(limit.clamp(1, 1000) as i32)
                 .set_exclusive_start_key(start)
                 .send()
                 .await
@@ -150,6 +155,8 @@ impl AttemptLog for AwsStore {
                 break;
             }
         }
+        // Past `limit`: the next page starts after the last entry returned.
+        out.truncate(limit);
         Ok(out)
     }
 }

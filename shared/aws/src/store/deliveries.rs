@@ -265,6 +265,11 @@ impl LaneQueue for AwsStore {
                     self.first_starts.note(d, now);
                     return Ok(true);
                 }
+                Ok(true) => {
+                    // A first attempt that wrote no outcome here is behind.
+                    self.first_starts.take(d);
+                    return Ok(true);
+                }
                 answered => return answered,
             }
         }

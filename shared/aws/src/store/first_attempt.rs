@@ -48,9 +48,11 @@ use super::{get_n, get_s, padded, took_effect, AwsStore, Item, RETENTION_SECS};
 use crate::messages::dedup_id;
 use crate::{number_attr, string_attr};
 
-/// How many begun first attempts [`FirstStarts`] holds at most. Past it
-/// (attempts begun and never finished: a slot lost before the request,
-/// many times over), an outcome is written to the record.
+/// How many begun first attempts [`FirstStarts`] holds at most. An entry
+/// left by a first attempt that never wrote its outcome (a slot lost
+/// before the request, a failed write) goes when its delivery's next
+/// attempt begins here; past the bound, an outcome is written to the
+/// record (one write more), and the log says so.
 const FIRST_STARTS: usize = 10_000;
 
 /// The start each first attempt this process began wrote to its record
@@ -62,8 +64,14 @@ impl FirstStarts {
     /// Notes that `d`'s first attempt began at `start`.
     pub(crate) fn note(&self, d: &Delivery, start: OffsetDateTime) {
         let mut starts = self.0.lock().expect("first starts lock");
-        if starts.len() < FIRST_STARTS {
-            starts.insert((d.subscription_id.clone(), d.event_id.clone()), ms(start));
+        let key = (d.subscription_id.clone(), d.event_id.clone());
+        if starts.len() < FIRST_STARTS || starts.contains_key(&key) {
+            starts.insert(key, ms(start));
+        } else {
+            tracing::warn!(
+                held = starts.len(),
+                "too many first attempts begun and not finished: this one's outcome is written to its record"
+            );
         }
     }
 

@@ -22,14 +22,15 @@ impl AwsStore {
         d: &Delivery,
         state: DeliveryState,
     ) -> StoreResult<()> {
-        if self.end_unattempted(d, state).await? {
+        if self.end_unattempted(d, state, false).await? {
             return Ok(());
         }
         // Refused: finished, or past the attempts `d` was read with (a
         // message back that looked like a first receive, read without its
         // record). Settled (a first attempt whose lease has ended claimed,
-        // so its late outcome goes to the record), a pending one is ended
-        // at its own attempts; a delivered one is left as it is.
+        // so a late outcome cannot stand beside the hold), a pending one is
+        // ended at its own attempts unless an attempt of it still runs
+        // (its own outcome ends it); a delivered one is left as it is.
         let now = OffsetDateTime::now_utc();
         let Some(record) = self
             .record_to_attempt(&d.subscription_id, &d.event_id, now)
@@ -42,15 +43,28 @@ impl AwsStore {
                 attempts: record.attempts,
                 ..d.clone()
             };
-            self.end_unattempted(&read, state).await?;
+            self.end_unattempted(&read, state, true).await?;
         }
         Ok(())
     }
 
-    /// [`Self::end_unattempted_settled`]'s write, at `d.attempts`; `false`
-    /// when refused.
-    async fn end_unattempted(&self, d: &Delivery, state: DeliveryState) -> StoreResult<bool> {
+    /// [`Self::end_unattempted_settled`]'s write, at `d.attempts` and, when
+    /// `idle`, on condition that no attempt runs (its lease has ended, or
+    /// an outcome was written after its start); `false` when refused.
+    async fn end_unattempted(
+        &self,
+        d: &Delivery,
+        state: DeliveryState,
+        idle: bool,
+    ) -> StoreResult<bool> {
         let now = OffsetDateTime::now_utc();
+        let mut condition =
+            "attribute_not_exists(pk) OR (#state = :pending AND attempts = :n)".to_owned();
+        if idle {
+            condition = "#state = :pending AND attempts = :n \
+                 AND (next_attempt_at <= :now OR updated_at >= last_attempt_at)"
+                .to_owned();
+        }
         let res = self
             .ddb
             .update_item()
@@ -65,9 +79,7 @@ impl AwsStore {
             // At the attempts it was read with: a record past them may be
             // settled by its first attempt's log entry (`first_attempt`),
             // and only a reader that settled it may end it.
-            .condition_expression(
-                "attribute_not_exists(pk) OR (#state = :pending AND attempts = :n)",
-            )
+            .condition_expression(condition)
             .expression_attribute_values(":n", number_attr(d.attempts))
             .expression_attribute_names("#state", "state")
             .expression_attribute_values(":end", string_attr(state.as_str()))
