@@ -1561,7 +1561,8 @@ async fn a_hold_read_without_the_record_ends_a_delivery_at_its_own_attempts_unle
         .unwrap();
     assert_eq!((rec.state, rec.attempts), (DeliveryState::Held, 1));
 
-    // A first attempt still running: not held; its outcome stands.
+    // A first attempt still running: not held (the message comes back
+    // later, so the delivery is not left pending); its outcome stands.
     let running = Delivery {
         event_id: EventId::generate(),
         ..d.clone()
@@ -1569,10 +1570,16 @@ async fn a_hold_read_without_the_record_ends_a_delivery_at_its_own_attempts_unle
     let t = time::OffsetDateTime::now_utc();
     let minute = Duration::from_secs(60);
     assert!(store.begin(&running, t, t + minute).await.unwrap());
-    store
+    let refused = store
         .finish(&running, &Finish::without_attempt(End::Held))
-        .await
-        .unwrap();
+        .await;
+    assert!(
+        matches!(
+            refused,
+            Err(hooklane_core::ports::StoreError::Unavailable(_))
+        ),
+        "a hold beside a running attempt must send its message back: {refused:?}"
+    );
     let outcome = Finish {
         end: End::Delivered,
         attempt: Some(attempt_of(&running, t, "delivered")),
@@ -1599,6 +1606,32 @@ async fn a_hold_read_without_the_record_ends_a_delivery_at_its_own_attempts_unle
         .unwrap();
     let rec = store
         .delivery_record(&sub.id, &lost.event_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((rec.state, rec.attempts), (DeliveryState::Held, 1));
+
+    // A first attempt put off before its request (no outcome ever): the
+    // hold waits while its lease runs, then lands at its attempts.
+    let put_off = Delivery {
+        event_id: EventId::generate(),
+        ..d.clone()
+    };
+    let t = time::OffsetDateTime::now_utc();
+    let lease = Duration::from_secs(3);
+    assert!(store.begin(&put_off, t, t + lease).await.unwrap());
+    let held = Finish::without_attempt(End::Held);
+    assert!(store.finish(&put_off, &held).await.is_err());
+    let rec = store
+        .delivery_record(&sub.id, &put_off.event_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((rec.state, rec.attempts), (DeliveryState::Pending, 1));
+    tokio::time::sleep(lease + Duration::from_millis(500)).await;
+    store.finish(&put_off, &held).await.unwrap();
+    let rec = store
+        .delivery_record(&sub.id, &put_off.event_id)
         .await
         .unwrap()
         .unwrap();

@@ -121,9 +121,10 @@ impl AttemptLog for AwsStore {
         let mut out = Vec::new();
         let mut start = None;
         // Page on until `limit` entries are found: expired items and claims
-        // are skipped, and a short page would end the API's pagination. The
-        // expired ones are the oldest (TTL deletion can lag by days), so a
-        // run of pages with none to show ends the list.
+        // are skipped, and a short page would end the API's pagination. At
+        // most `LIST_PAGES` pages are read: the expired ones are the oldest
+        // (TTL deletion can lag by days), so what is left past them is
+        // expired too.
         for _ in 0..LIST_PAGES {
             let resp = self
                 .ddb

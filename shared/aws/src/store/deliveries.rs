@@ -9,22 +9,25 @@
 //! `ApproximateReceiveCount`. While a lane fails, its new deliveries spill
 //! to DynamoDB ([`super::spill`]), which is this adapter's own business.
 //!
-//! Write plan per outcome (`finish`):
-//! - delivered or parked: first one `UpdateItem` of the subscription's
-//!   health, unless the record would change only its `last_attempt_at`,
-//!   by less than a minute (a healthy endpoint's successes write it once
-//!   a minute, not once each); parked also sends the message to the
-//!   dead-letter queue with its reason;
+//! Write plan per outcome (`finish`), in this order:
+//! - delivered or parked: one `UpdateItem` of the subscription's health,
+//!   unless the record would change only its `last_attempt_at`, by less
+//!   than a minute (a healthy endpoint's successes write it once a
+//!   minute, not once each);
 //! - every attempt: one `PutItem` of the attempt-log entry, then one
 //!   conditional `UpdateItem` of the record (state, status, error, next
 //!   attempt; on condition it is still pending at this attempt), except
 //!   after a first attempt that delivered: its log entry is its outcome
 //!   ([`super::first_attempt`]);
+//! - parked: the message to the dead-letter queue with its reason;
 //! - retry on a lane not yet spilling: one `UpdateItem` setting its flag;
 //!   delivered or parked on a spilling lane: the refill;
 //! - held (suspended) or dropped (unregistered): one conditional
 //!   `UpdateItem` marking the record, created if the delivery was never
-//!   attempted.
+//!   attempted. When the record is past the attempts the delivery was read
+//!   with (a message back that looked like a first receive), the record is
+//!   read (settled, `first_attempt`) and ended at its own attempts, unless
+//!   an attempt of it still runs: then the message comes back later.
 
 use std::collections::HashMap;
 
@@ -386,19 +389,22 @@ impl LaneQueue for AwsStore {
             }
             _ => {}
         }
+        // The first attempt's start, noted at its begin, is forgotten
+        // whatever happens next.
+        let first_start = match &finish.attempt {
+            Some(_) if d.attempts == 0 => self.first_starts.take(d),
+            _ => None,
+        };
         // Health first: a delivered first attempt's outcome is its log
         // entry, and a success once written is not attempted again.
         if let Some(h) = &finish.health {
             self.write_health(&d.tenant, &d.subscription_id, h).await?;
         }
-        let first_logged = match &finish.attempt {
-            Some(a) if d.attempts == 0 => match self.first_starts.take(d) {
-                Some(start) => {
-                    self.log_first(a, start, matches!(finish.end, End::Delivered))
-                        .await?
-                }
-                None => false,
-            },
+        let first_logged = match (&finish.attempt, first_start) {
+            (Some(a), Some(start)) => {
+                self.log_first(a, start, matches!(finish.end, End::Delivered))
+                    .await?
+            }
             _ => false,
         };
         if let Some(a) = finish.attempt.as_ref().filter(|_| !first_logged) {

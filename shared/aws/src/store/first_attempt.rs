@@ -12,10 +12,15 @@
 //! So a record at its first attempt with no outcome written (pending, one
 //! attempt, no `updated_at`: [`first_log_key`]) is settled by that entry:
 //! delivered when it is marked so; in flight, or its outcome lost, when there
-//! is none. Every reader of a record settles it ([`settled`]): the
-//! delivery function before an attempt (a message back after its delivery
-//! is never sent again, G1), `GET /events/{id}` (`views`), and
-//! [`AwsStore::delivery_record`]. Replays and backfills take only parked
+//! is none. Every reader that shows or acts on a record's state settles it
+//! ([`settled`]): the delivery function before an attempt (a message back
+//! after its delivery is never sent again, G1), `GET /events/{id}`
+//! (`views`), [`AwsStore::delivery_record`], and a hold or drop that finds
+//! the record past the attempts it was read with (`records`). Writes
+//! conditioned on the stored state (an attempt's start, an outcome, a
+//! hold, a replay's reset) need no settling: a record in doubt is pending
+//! at attempt 1, and only the reader that claimed its key, or the outcome
+//! that took it, goes past that. Replays and backfills take only parked
 //! and held records, and leave pending ones (delivered or not) as they are.
 //!
 //! The key's start is the one the attempt's start wrote to the record, as
@@ -33,6 +38,7 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::time::Instant;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use hooklane_core::domain::{
@@ -48,29 +54,48 @@ use super::{get_n, get_s, padded, took_effect, AwsStore, Item, RETENTION_SECS};
 use crate::messages::dedup_id;
 use crate::{number_attr, string_attr};
 
-/// How many begun first attempts [`FirstStarts`] holds at most. An entry
-/// left by a first attempt that never wrote its outcome (a slot lost
-/// before the request, a failed write) goes when its delivery's next
-/// attempt begins here; past the bound, an outcome is written to the
-/// record (one write more), and the log says so.
+/// How many begun first attempts [`FirstStarts`] holds at most. Past the
+/// bound, those noted over [`FIRST_STARTS_KEPT`] ago go; if none has, an
+/// outcome is written to the record (one write more), and the log says so
+/// (once a minute at most).
 const FIRST_STARTS: usize = 10_000;
+/// How long a noted start is kept at most: longer than any attempt runs
+/// (an invocation's limit is 15 minutes). An entry is left by a first
+/// attempt that wrote no outcome here (a slot lost before the request, a
+/// failed write); one forgotten before its outcome only costs that
+/// outcome's write to the record.
+const FIRST_STARTS_KEPT: std::time::Duration = std::time::Duration::from_secs(15 * 60);
 
 /// The start each first attempt this process began wrote to its record
 /// (which names the attempt's log key), until its outcome is written.
 #[derive(Debug, Default)]
-pub(crate) struct FirstStarts(Mutex<HashMap<(SubscriptionId, EventId), i64>>);
+pub(crate) struct FirstStarts(Mutex<Noted>);
+
+#[derive(Debug, Default)]
+struct Noted {
+    /// Each begun first attempt's start (ms), and when it was noted.
+    starts: HashMap<(SubscriptionId, EventId), (i64, Instant)>,
+    /// When the log last said the table was full.
+    warned: Option<Instant>,
+}
 
 impl FirstStarts {
     /// Notes that `d`'s first attempt began at `start`.
     pub(crate) fn note(&self, d: &Delivery, start: OffsetDateTime) {
-        let mut starts = self.0.lock().expect("first starts lock");
+        let mut noted = self.0.lock().expect("first starts lock");
         let key = (d.subscription_id.clone(), d.event_id.clone());
-        if starts.len() < FIRST_STARTS || starts.contains_key(&key) {
-            starts.insert(key, ms(start));
-        } else {
+        if noted.starts.len() >= FIRST_STARTS && !noted.starts.contains_key(&key) {
+            noted
+                .starts
+                .retain(|_, (_, at)| at.elapsed() < FIRST_STARTS_KEPT);
+        }
+        if noted.starts.len() < FIRST_STARTS || noted.starts.contains_key(&key) {
+            noted.starts.insert(key, (ms(start), Instant::now()));
+        } else if noted.warned.is_none_or(|w| w.elapsed().as_secs() >= 60) {
+            noted.warned = Some(Instant::now());
             tracing::warn!(
-                held = starts.len(),
-                "too many first attempts begun and not finished: this one's outcome is written to its record"
+                held = noted.starts.len(),
+                "too many first attempts begun and not finished: their outcomes are written to their records"
             );
         }
     }
@@ -81,7 +106,9 @@ impl FirstStarts {
         self.0
             .lock()
             .expect("first starts lock")
+            .starts
             .remove(&(d.subscription_id.clone(), d.event_id.clone()))
+            .map(|(start, _)| start)
     }
 }
 

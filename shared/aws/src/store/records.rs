@@ -4,7 +4,7 @@
 //! subscription's delivery.
 
 use hooklane_core::domain::{Delivery, DeliveryState};
-use hooklane_core::ports::{End, Finish, StoreResult};
+use hooklane_core::ports::{End, Finish, StoreError, StoreResult};
 use hooklane_core::record::ms;
 use time::OffsetDateTime;
 
@@ -16,21 +16,23 @@ impl AwsStore {
     /// Ends a delivery without an attempt, creating its record if it has
     /// none yet (so `GET /events/{id}` shows it): held, when its
     /// subscription is suspended (the backfill after re-enabling covers
-    /// it), or dropped, when its subscription is gone.
+    /// it), or dropped, when its subscription is gone. Unavailable when an
+    /// attempt of it still runs: its message comes back, and is ended then
+    /// (by that attempt's outcome, or by this once its lease has passed).
     pub(super) async fn end_unattempted_settled(
         &self,
         d: &Delivery,
         state: DeliveryState,
     ) -> StoreResult<()> {
-        if self.end_unattempted(d, state, false).await? {
+        if self.end_unattempted(d, state, None).await? {
             return Ok(());
         }
         // Refused: finished, or past the attempts `d` was read with (a
         // message back that looked like a first receive, read without its
-        // record). Settled (a first attempt whose lease has ended claimed,
-        // so a late outcome cannot stand beside the hold), a pending one is
-        // ended at its own attempts unless an attempt of it still runs
-        // (its own outcome ends it); a delivered one is left as it is.
+        // record). Settled (a first attempt whose lease has ended by `now`
+        // claimed, so a late outcome cannot stand beside the hold), a
+        // pending one is ended at its own attempts if no attempt of it
+        // runs as of that same `now`; a finished one is left as it is.
         let now = OffsetDateTime::now_utc();
         let Some(record) = self
             .record_to_attempt(&d.subscription_id, &d.event_id, now)
@@ -38,34 +40,43 @@ impl AwsStore {
         else {
             return Ok(());
         };
-        if record.state == DeliveryState::Pending && record.attempts != d.attempts {
-            let read = Delivery {
-                attempts: record.attempts,
-                ..d.clone()
-            };
-            self.end_unattempted(&read, state, true).await?;
+        if record.state != DeliveryState::Pending || record.attempts == d.attempts {
+            return Ok(());
         }
-        Ok(())
+        let read = Delivery {
+            attempts: record.attempts,
+            ..d.clone()
+        };
+        if self.end_unattempted(&read, state, Some(now)).await? {
+            return Ok(());
+        }
+        Err(StoreError::Unavailable(format!(
+            "delivery of event {} to subscription {} has attempt {} running; it is {} when its message comes back",
+            d.event_id.as_str(),
+            d.subscription_id.as_str(),
+            record.attempts,
+            state.as_str()
+        )))
     }
 
-    /// [`Self::end_unattempted_settled`]'s write, at `d.attempts` and, when
-    /// `idle`, on condition that no attempt runs (its lease has ended, or
-    /// an outcome was written after its start); `false` when refused.
+    /// [`Self::end_unattempted_settled`]'s write, at `d.attempts` and, with
+    /// `idle_at`, on condition that no attempt runs then (its lease has
+    /// ended by that time, or an outcome was written after its start);
+    /// `false` when refused.
     async fn end_unattempted(
         &self,
         d: &Delivery,
         state: DeliveryState,
-        idle: bool,
+        idle_at: Option<OffsetDateTime>,
     ) -> StoreResult<bool> {
         let now = OffsetDateTime::now_utc();
-        let mut condition =
-            "attribute_not_exists(pk) OR (#state = :pending AND attempts = :n)".to_owned();
-        if idle {
-            condition = "#state = :pending AND attempts = :n \
-                 AND (next_attempt_at <= :now OR updated_at >= last_attempt_at)"
-                .to_owned();
-        }
-        let res = self
+        let condition = if idle_at.is_some() {
+            "#state = :pending AND attempts = :n \
+             AND (next_attempt_at <= :idle OR updated_at >= last_attempt_at)"
+        } else {
+            "attribute_not_exists(pk) OR (#state = :pending AND attempts = :n)"
+        };
+        let mut req = self
             .ddb
             .update_item()
             .table_name(&self.settings.table)
@@ -92,10 +103,11 @@ impl AwsStore {
             .expression_attribute_values(":ty", string_attr(d.event_type.as_str()))
             .expression_attribute_values(":lane", number_attr(d.lane))
             .expression_attribute_values(":g1", string_attr(by_event_pk(&d.tenant, &d.event_id)))
-            .expression_attribute_values(":exp", number_attr(now.unix_timestamp() + RETENTION_SECS))
-            .send()
-            .await;
-        took_effect(res)
+            .expression_attribute_values(":exp", number_attr(now.unix_timestamp() + RETENTION_SECS));
+        if let Some(at) = idle_at {
+            req = req.expression_attribute_values(":idle", number_attr(ms(at)));
+        }
+        took_effect(req.send().await)
     }
 
     /// One try of the conditional write that starts attempt

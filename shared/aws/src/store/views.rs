@@ -8,7 +8,9 @@
 //! A record whose subscription was deleted shows only if it is in the
 //! index (dropped, parked, retried): a deleted subscription is not listed
 //! among the event's. A record at its first attempt with no outcome
-//! written is settled by that attempt's log entry ([`super::first_attempt`]).
+//! written is settled by that attempt's log entry ([`super::first_attempt`]),
+//! read eventually consistent too: just after a first attempt delivered, the
+//! view can show it in flight for a moment.
 
 use std::collections::HashSet;
 
