@@ -1850,6 +1850,75 @@ async fn matching_ids(store: &AwsStore, tenant: &TenantId, ty: &str) -> Vec<Stri
     }
 }
 
+/// A PATCH removes the type index entries of the filters it took off, but
+/// not one written within the last ten minutes: that may be another
+/// PATCH's, whose update has not landed yet.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_patch_removes_the_type_index_entries_of_filters_it_took_off_unless_just_written() {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    use hooklane_core::domain::EventFilter;
+    let store = fresh_store(30).await;
+    let tenant = TenantId::parse("trim").unwrap();
+    let sub = contract::subscription(&tenant, &["a.x", "b.*", "c.y"]);
+    store.insert(&sub).await.unwrap();
+    let ddb = aws_sdk_dynamodb::Client::new(&hooklane_tests::aws::sdk().await);
+    let table = store.settings().table.clone();
+    let entry_key = |filter: &str| {
+        std::collections::HashMap::from([
+            (
+                "pk".to_owned(),
+                AttributeValue::S(format!("F#trim#{filter}")),
+            ),
+            (
+                "sk".to_owned(),
+                AttributeValue::S(format!("S#{}", sub.id.as_str())),
+            ),
+        ])
+    };
+    let has_entry = |filter: &'static str| {
+        let (ddb, table, key) = (ddb.clone(), table.clone(), entry_key(filter));
+        async move {
+            ddb.get_item()
+                .table_name(table)
+                .set_key(Some(key))
+                .consistent_read(true)
+                .send()
+                .await
+                .unwrap()
+                .item
+                .is_some()
+        }
+    };
+    for filter in ["a.x", "b.*", "c.y"] {
+        assert!(has_entry(filter).await, "{filter} indexed at registration");
+    }
+    // `a.x`'s entry was written eleven minutes ago; `b.*`'s just now.
+    let long_ago = time::OffsetDateTime::now_utc() - Duration::from_secs(660);
+    ddb.update_item()
+        .table_name(&table)
+        .set_key(Some(entry_key("a.x")))
+        .update_expression("SET written_at = :at")
+        .expression_attribute_values(
+            ":at",
+            AttributeValue::N(hooklane_core::record::ms(long_ago).to_string()),
+        )
+        .send()
+        .await
+        .unwrap();
+    let mut patched = sub.clone();
+    patched.filters = ["c.y", "e.w"]
+        .iter()
+        .map(|f| EventFilter::parse(f).unwrap())
+        .collect();
+    assert!(store.update(&patched).await.unwrap());
+    assert!(
+        !has_entry("a.x").await,
+        "the old entry of a filter taken off goes"
+    );
+    assert!(has_entry("b.*").await, "a just-written entry stays");
+    assert!(has_entry("c.y").await && has_entry("e.w").await);
+}
+
 /// A wide tenant's fan-out reads the subscriptions that take the event,
 /// not the tenant: the first read of the tenant writes its type index,
 /// and the reads after it find the same subscriptions through it, as

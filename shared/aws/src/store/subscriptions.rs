@@ -307,13 +307,18 @@ impl SubscriptionStore for AwsStore {
         // (the old lanes deliver until their fences pass, and a retried
         // decrement would count low). The write holds only if `lanes` is
         // still what the count was taken from.
-        // The new filters' type index entries before the filters
-        // (`type_index`); the old ones' stay.
+        // The new filters' type index entries before the filters; the
+        // ones of filters taken off go after (`type_index`).
+        let indexed = std::time::Instant::now();
         self.index_filters(&sub.tenant, &sub.id, &sub.filters)
             .await?;
         let delta = i64::from(sub.lanes.get()) - i64::from(was.lanes.get());
         if delta > 0 {
             self.count_lanes(&sub.tenant, delta).await?;
+        }
+        if indexed.elapsed() > super::type_index::REWRITE_AFTER {
+            self.index_filters(&sub.tenant, &sub.id, &sub.filters)
+                .await?;
         }
         expression = expression.replacen(
             "SET ",
@@ -338,10 +343,24 @@ impl SubscriptionStore for AwsStore {
             req = req.expression_attribute_values(placeholder, value);
         }
         req = req.expression_attribute_values(":was", number_attr(was.sent.get()));
-        let res = req.send().await;
+        let res = req
+            .return_values(aws_sdk_dynamodb::types::ReturnValue::AllOld)
+            .send()
+            .await;
         self.placements.forget(&sub.id);
         match res {
-            Ok(_) => Ok(true),
+            Ok(out) => {
+                let old = out.attributes.unwrap_or_default();
+                if let Some(AttributeValue::L(filters)) = old.get("filters") {
+                    let filters: Vec<String> = filters
+                        .iter()
+                        .filter_map(|f| f.as_s().ok().cloned())
+                        .collect();
+                    self.unindex_removed(&sub.tenant, &sub.id, &filters, &sub.filters)
+                        .await;
+                }
+                Ok(true)
+            }
             // Gone, or its lanes changed since they were read: read again.
             Err(e) if is_condition_failed(&e) => {
                 if delta > 0 {

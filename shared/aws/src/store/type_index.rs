@@ -13,8 +13,14 @@
 //!
 //! The index may name more than it should, never less:
 //! - a registration writes its entries before the subscription; a PATCH
-//!   writes the new filters' entries before the update; entries of filters
-//!   a PATCH removed stay (the check reads the subscription itself);
+//!   writes the new filters' entries before the update (again, if
+//!   [`REWRITE_AFTER`] passed meanwhile), then removes the entries of the
+//!   filters it took off, those written over [`KEEP`] ago: a younger one
+//!   may be another PATCH's, whose update has not landed yet (each entry
+//!   holds when it was written, `written_at`). So an entry a PATCH made
+//!   stale stays only when the filter was added within [`KEEP`] before,
+//!   or before entries held `written_at` (the check reads the
+//!   subscription itself);
 //! - a DELETE removes the entries of the filters it ends with, after the
 //!   tombstone; an entry met that names a tombstone is removed then.
 //!
@@ -40,8 +46,9 @@ use hooklane_core::domain::{
 use hooklane_core::ports::{StoreError, StoreResult};
 
 use super::subscriptions::{from_item, sub_sk, tenant_pk};
-use super::{backend, get_s, key_of, readable_keyed, AwsStore, Item};
-use crate::string_attr;
+use super::{backend, get_s, key_of, readable_keyed, took_effect, AwsStore, Item};
+use crate::{number_attr, string_attr};
+use hooklane_core::record::ms;
 
 /// Live subscriptions from which a tenant's fan-out reads through the
 /// index: below, the tenant-wide query (about 1 read unit per 5 or 6
@@ -59,6 +66,14 @@ const INDEX_CALLS: usize = 4;
 const RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(600);
 /// Tries of a batch write or read that leaves items unprocessed.
 const BATCH_TRIES: u32 = 6;
+/// How long after its entries were written a PATCH writes them again
+/// before its update: a PATCH's entries are never older than this and
+/// one update call when its update lands.
+pub(crate) const REWRITE_AFTER: std::time::Duration = std::time::Duration::from_secs(30);
+/// How old an entry of a filter a PATCH took off must be for the PATCH to
+/// remove it: well over [`REWRITE_AFTER`] and an update call, and any
+/// clock difference between processes.
+const KEEP: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// What this process knows of tenants' indexes (shared by clones).
 #[derive(Debug)]
@@ -138,6 +153,13 @@ fn key(pk: String, sk: String) -> Item {
     ])
 }
 
+/// An entry: `id` takes events through `filter`, as of `now` (ms).
+fn entry(tenant: &TenantId, filter: &str, id: &SubscriptionId, now: i64) -> Item {
+    let mut item = key(entry_pk(tenant, filter), sub_sk(id));
+    item.insert("written_at".to_owned(), number_attr(now));
+    item
+}
+
 impl AwsStore {
     /// Subscription items the fan-out has read since this adapter was
     /// made (the measure of what the index saves).
@@ -160,11 +182,39 @@ impl AwsStore {
         id: &SubscriptionId,
         filters: &[EventFilter],
     ) -> StoreResult<()> {
+        let now = ms(time::OffsetDateTime::now_utc());
         let writes = filters
             .iter()
-            .map(|f| put(key(entry_pk(tenant, f.as_str()), sub_sk(id))))
+            .map(|f| put(entry(tenant, f.as_str(), id, now)))
             .collect::<StoreResult<Vec<_>>>()?;
         self.write_all(writes).await
+    }
+
+    /// Removes the entries of the filters a PATCH took off a subscription
+    /// (`was` less `now`), those written over [`KEEP`] ago; best effort
+    /// (an entry left costs a read, never a delivery).
+    pub(crate) async fn unindex_removed(
+        &self,
+        tenant: &TenantId,
+        id: &SubscriptionId,
+        was: &[String],
+        now: &[EventFilter],
+    ) {
+        let cutoff = ms(time::OffsetDateTime::now_utc()) - KEEP.as_millis() as i64;
+        for filter in was.iter().filter(|f| !now.iter().any(|n| n.as_str() == *f)) {
+            let res = self
+                .ddb
+                .delete_item()
+                .table_name(&self.settings.table)
+                .set_key(Some(key(entry_pk(tenant, filter), sub_sk(id))))
+                .condition_expression("written_at < :cutoff")
+                .expression_attribute_values(":cutoff", number_attr(cutoff))
+                .send()
+                .await;
+            if let Err(e) = took_effect(res) {
+                tracing::warn!(error = %e, "removing a type index entry of a filter a PATCH took off failed");
+            }
+        }
     }
 
     /// Removes the entries of these filters of a subscription; best
@@ -225,12 +275,13 @@ impl AwsStore {
             if !may_write {
                 return Ok(false);
             }
+            let now = ms(time::OffsetDateTime::now_utc());
             let writes = seen
                 .iter()
                 .flat_map(|(id, filters)| {
                     filters
                         .iter()
-                        .map(move |f| put(key(entry_pk(tenant, f.as_str()), sub_sk(id))))
+                        .map(move |f| put(entry(tenant, f.as_str(), id, now)))
                 })
                 .collect::<StoreResult<Vec<_>>>()?;
             tokio::time::timeout(INDEX_WITHIN, self.write_many(writes))
