@@ -302,6 +302,60 @@ async fn a_redelivery_that_claims_to_be_a_first_receive_still_gets_its_exact_att
     assert_eq!(attempts, ["1", "2"], "attempted again, as attempt 2");
 }
 
+/// A message back while its first attempt still runs elsewhere, with a
+/// receive count of 1 and its subscription suspended meanwhile: the hold
+/// waits for that attempt (the message goes back), and the delivery is
+/// not left pending with no message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hold_beside_a_running_first_attempt_sends_its_message_back() {
+    use hooklane_core::domain::DeliveryState;
+    use hooklane_core::ports::Suspensions;
+    let rx = Receiver::start().await;
+    let (ctx, subs) = handler_with("0s,1s,1s", &["held"], &rx).await;
+    let event = publish_to(&ctx, &subs).await;
+    let (sub, tenant) = subs[0].clone();
+    let url = ctx.store.settings().delivery_queue_url.clone();
+    let msgs = receive(&ctx.store, &url).await;
+    assert_eq!(msgs.len(), 1);
+    // Attempt 1 begun by another invocation, its lease a minute long.
+    let now = time::OffsetDateTime::now_utc();
+    let d = Delivery {
+        seq: 0,
+        tenant: tenant.clone(),
+        subscription_id: sub.clone(),
+        event_id: event.clone(),
+        event_type: EventType::parse("a.b").unwrap(),
+        lane: 0,
+        attempts: 0,
+        first_attempt_at: None,
+        next_attempt_at: now,
+    };
+    assert!(ctx
+        .store
+        .begin(&d, now, now + Duration::from_secs(60))
+        .await
+        .unwrap());
+    assert!(ctx.store.suspend(&tenant, &sub, now, "dead").await.unwrap());
+    let mut batch = hooklane_aws::queue_poller::to_event(&msgs);
+    batch.records[0]
+        .attributes
+        .insert("ApproximateReceiveCount".into(), "1".into());
+    let resp = handle(&ctx, batch).await;
+    assert_eq!(
+        failed_ids(&resp).len(),
+        1,
+        "the message goes back, not deleted"
+    );
+    let rec = ctx
+        .store
+        .delivery_record(&sub, &event)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((rec.state, rec.attempts), (DeliveryState::Pending, 1));
+    assert!(rx.requests("held").is_empty());
+}
+
 /// The dead-letter queue's messages parked as unreadable: body and reason.
 async fn parked_unreadable(store: &AwsStore) -> Vec<(String, String)> {
     receive_within_10s(store, &store.settings().dlq_url)

@@ -33,6 +33,11 @@ const EARLY: Duration = Duration::from_millis(500);
 
 /// The longest SQS lets a message stay invisible.
 const MAX_VISIBILITY: Duration = Duration::from_secs(12 * 3600);
+/// How long a message whose step the store could not take for now stays
+/// away: longer than an attempt's lease as the template allows it (a
+/// timeout of at most 25 s, and 5 s). A message back before a longer lease
+/// ends is read with its record and put off until it ends.
+const UNAVAILABLE_WAIT: time::Duration = time::Duration::seconds(40);
 
 /// What the delivery handler needs, built once per cold start.
 #[derive(Clone)]
@@ -329,6 +334,14 @@ async fn attempt(
     };
     let step = match ctx.engine.deliver(&d, p.carried.clone()).await {
         Ok(step) => step,
+        // Nothing changed and the same step can succeed later (a hold
+        // beside an attempt that still runs, a throttled table): back in
+        // the time an attempt's lease lasts at most, not the queue's
+        // visibility timeout.
+        Err(StoreError::Unavailable(why)) => {
+            tracing::warn!(reason = %why, "delivery step put off");
+            return (back_off(ctx, m, UNAVAILABLE_WAIT).await, false, None);
+        }
         Err(e) => {
             error!(error = %e, "delivery step failed");
             return (Outcome::Retry, false, None);
