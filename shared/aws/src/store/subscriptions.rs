@@ -350,6 +350,12 @@ impl SubscriptionStore for AwsStore {
         self.placements.forget(&sub.id);
         match res {
             Ok(out) => {
+                // An update that took long: its entries again, so that no
+                // other PATCH's removal took them as old meanwhile.
+                if indexed.elapsed() > super::type_index::REWRITE_AFTER {
+                    self.index_filters(&sub.tenant, &sub.id, &sub.filters)
+                        .await?;
+                }
                 let old = out.attributes.unwrap_or_default();
                 if let Some(AttributeValue::L(filters)) = old.get("filters") {
                     let filters: Vec<String> = filters

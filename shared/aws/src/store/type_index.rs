@@ -13,8 +13,9 @@
 //!
 //! The index may name more than it should, never less:
 //! - a registration writes its entries before the subscription; a PATCH
-//!   writes the new filters' entries before the update (again, if
-//!   [`REWRITE_AFTER`] passed meanwhile), then removes the entries of the
+//!   writes the new filters' entries before the update (again, before
+//!   and after the update, when [`REWRITE_AFTER`] passed since), then
+//!   removes the entries of the
 //!   filters it took off, those written over [`KEEP`] ago: a younger one
 //!   may be another PATCH's, whose update has not landed yet (each entry
 //!   holds when it was written, `written_at`). So an entry a PATCH made
@@ -66,9 +67,10 @@ const INDEX_CALLS: usize = 4;
 const RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(600);
 /// Tries of a batch write or read that leaves items unprocessed.
 const BATCH_TRIES: u32 = 6;
-/// How long after its entries were written a PATCH writes them again
-/// before its update: a PATCH's entries are never older than this and
-/// one update call when its update lands.
+/// How long after its entries were written a PATCH writes them again,
+/// before its update and after it: a PATCH's entries are never older than
+/// this when its update is sent, and are written again after an update
+/// call that took longer.
 pub(crate) const REWRITE_AFTER: std::time::Duration = std::time::Duration::from_secs(30);
 /// How old an entry of a filter a PATCH took off must be for the PATCH to
 /// remove it: well over [`REWRITE_AFTER`] and an update call, and any
