@@ -265,6 +265,8 @@ async fn measure(bin: &str, endpoint: &str, shape: Shape) -> anyhow::Result<()> 
         api_time += t.await??;
     }
     let mut last = (api, serve, before);
+    // The delivering process's CPU seconds when it started delivering.
+    let mut cpu_from = None;
     if shape.at_load {
         // The ingest queue is full: fan it out with the delivery poller
         // off, then deliver from a full delivery queue.
@@ -273,6 +275,9 @@ async fn measure(bin: &str, endpoint: &str, shape: Shape) -> anyhow::Result<()> 
             add_diff(&mut sum, &last.2, &after);
             drop(last);
             let serve = start_on(poll).await?;
+            if poll != "ingest" {
+                cpu_from = Some(serve.cpu_seconds());
+            }
             let api = Api::new(&serve);
             let before = counts(&api).await?;
             if poll == "ingest" {
@@ -291,6 +296,10 @@ async fn measure(bin: &str, endpoint: &str, shape: Shape) -> anyhow::Result<()> 
     );
     until_quiet(&last.0).await?;
     let elapsed = start.elapsed();
+    let delivering = cpu_from.map(|from| Delivering {
+        cpu_ms: (last.1.cpu_seconds() - from) * 1000.0 / deliveries as f64,
+        peak_rss_mb: last.1.peak_rss_mb(),
+    });
     let after = counts(&last.0).await?;
     add_diff(&mut sum, &last.2, &after);
     println!(
@@ -306,6 +315,9 @@ async fn measure(bin: &str, endpoint: &str, shape: Shape) -> anyhow::Result<()> 
     );
     let requests = shape.events.div_ceil(shape.batch);
     report(&sum, deliveries, (requests, api_time), shape);
+    if let Some(d) = delivering {
+        d.report();
+    }
     println!("(run time {:.1} s)", elapsed.as_secs_f64());
     Ok(())
 }
@@ -317,6 +329,37 @@ type Counts = (
 
 /// Lambda's memory in GB: the template's default for every function.
 const LAMBDA_GB: f64 = 0.25;
+
+/// What the process that delivered alone (at load) used: the delivery
+/// function's work, measured where Lambda's time cannot be (the local
+/// server's latency dominates wall time here).
+struct Delivering {
+    /// CPU milliseconds a delivery (user and system, read from `/proc` at
+    /// 10 ms resolution): the handler's work, its pollers' receives and
+    /// its idle ticks, so an upper bound of the function's.
+    cpu_ms: f64,
+    /// The process's peak resident set.
+    peak_rss_mb: f64,
+}
+
+impl Delivering {
+    /// Lambda gives a function a share of a vCPU in proportion to its
+    /// memory, one whole at 1,769 MB: the CPU time a delivery takes at
+    /// each memory size, before any wait on DynamoDB, SQS or the receiver.
+    fn report(&self) {
+        let at = |mb: f64| self.cpu_ms * 1769.0 / mb.min(1769.0);
+        println!(
+            "delivering: {:.2} CPU ms a delivery (this machine; pollers' receives and idle included), peak RSS {:.1} MB; as a Lambda function's CPU time: {:.1} ms a delivery at 128 MB, {:.1} at 256, {:.1} at 512, {:.1} at 1,024, {:.2} at 1,769 (a batch of ten: ten times that)",
+            self.cpu_ms,
+            self.peak_rss_mb,
+            at(128.0),
+            at(256.0),
+            at(512.0),
+            at(1024.0),
+            at(1769.0)
+        );
+    }
+}
 
 /// Prints the ledger per delivery. `api` is the requests that published
 /// the events and the time they took, seen by the publisher (an upper
