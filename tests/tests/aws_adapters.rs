@@ -302,6 +302,22 @@ async fn a_redelivery_that_claims_to_be_a_first_receive_still_gets_its_exact_att
     assert_eq!(attempts, ["1", "2"], "attempted again, as attempt 2");
 }
 
+/// A delivery of `event` (type `a.b`) to `sub` on lane 0, as a message
+/// read as a first receive carries it: no attempt yet.
+fn unattempted(tenant: &TenantId, sub: &SubscriptionId, event: &EventId) -> Delivery {
+    Delivery {
+        seq: 0,
+        tenant: tenant.clone(),
+        subscription_id: sub.clone(),
+        event_id: event.clone(),
+        event_type: EventType::parse("a.b").unwrap(),
+        lane: 0,
+        attempts: 0,
+        first_attempt_at: None,
+        next_attempt_at: time::OffsetDateTime::now_utc(),
+    }
+}
+
 /// A message back while its first attempt still runs elsewhere, with a
 /// receive count of 1 and its subscription suspended meanwhile: the hold
 /// waits for that attempt (the message goes back), and the delivery is
@@ -319,17 +335,7 @@ async fn a_hold_beside_a_running_first_attempt_sends_its_message_back() {
     assert_eq!(msgs.len(), 1);
     // Attempt 1 begun by another invocation, its lease a minute long.
     let now = time::OffsetDateTime::now_utc();
-    let d = Delivery {
-        seq: 0,
-        tenant: tenant.clone(),
-        subscription_id: sub.clone(),
-        event_id: event.clone(),
-        event_type: EventType::parse("a.b").unwrap(),
-        lane: 0,
-        attempts: 0,
-        first_attempt_at: None,
-        next_attempt_at: now,
-    };
+    let d = unattempted(&tenant, &sub, &event);
     assert!(ctx
         .store
         .begin(&d, now, now + Duration::from_secs(60))
@@ -1345,17 +1351,7 @@ async fn a_delivered_first_attempts_outcome_is_its_log_entry_and_its_message_bac
     }
     // A hold of the delivery as a first receive reads it (no attempt yet)
     // leaves it delivered: a backfill would take a held one again.
-    let stale = Delivery {
-        seq: 0,
-        tenant: tenant.clone(),
-        subscription_id: sub.clone(),
-        event_id: event.clone(),
-        event_type: EventType::parse("a.b").unwrap(),
-        lane: 0,
-        attempts: 0,
-        first_attempt_at: None,
-        next_attempt_at: time::OffsetDateTime::now_utc(),
-    };
+    let stale = unattempted(tenant, sub, &event);
     ctx.store
         .finish(&stale, &Finish::without_attempt(End::Held))
         .await
@@ -1580,17 +1576,7 @@ async fn a_hold_read_without_the_record_ends_a_delivery_at_its_own_attempts_unle
     let sub = contract::subscription(&tenant, &["*"]);
     store.insert(&sub).await.unwrap();
     let event = EventId::generate();
-    let d = Delivery {
-        seq: 0,
-        tenant: tenant.clone(),
-        subscription_id: sub.id.clone(),
-        event_id: event.clone(),
-        event_type: EventType::parse("a.b").unwrap(),
-        lane: 0,
-        attempts: 0,
-        first_attempt_at: None,
-        next_attempt_at: time::OffsetDateTime::now_utc(),
-    };
+    let d = unattempted(&tenant, &sub.id, &event);
     let t = time::OffsetDateTime::now_utc();
     assert!(store
         .begin(&d, t, t + Duration::from_secs(60))
