@@ -334,10 +334,11 @@ async fn attempt(
     };
     let step = match ctx.engine.deliver(&d, p.carried.clone()).await {
         Ok(step) => step,
-        // Nothing changed and the same step can succeed later (a hold
-        // beside an attempt that still runs, a throttled table): back in
-        // the time an attempt's lease lasts at most, not the queue's
-        // visibility timeout.
+        // Nothing changed and the same step can succeed later (the AWS
+        // store says so of a hold or drop beside an attempt that still
+        // runs; its other failures are backend errors): back in the time
+        // an attempt's lease lasts at most, not the queue's visibility
+        // timeout.
         Err(StoreError::Unavailable(why)) => {
             tracing::warn!(reason = %why, "delivery step put off");
             return (back_off(ctx, m, UNAVAILABLE_WAIT).await, false, None);
