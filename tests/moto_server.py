@@ -9,14 +9,35 @@ that (the per-tenant bound's leases, the attempt-number start, idempotent
 publish). This launcher serializes moto's DynamoDB item operations, reads
 included (an update is applied in place, so a read must not see it half
 done), then runs moto's own server: same arguments as `moto_server`.
+
+It also makes `TransactWriteItems` cost what the items it names cost.
+moto backs up every table a transaction touches, whole, before applying
+it (a deep copy of the table per item of the transaction), so each
+transaction took time in proportion to the table: with a few thousand
+items, tens of milliseconds of the one core moto runs on, and a burst of
+deliveries (each starts its attempt in a transaction) saturated it at
+about a hundred calls a second. Here the backup is of the items the
+transaction names, as they were, restored the same way on a cancel.
+
+Likewise for SQS: moto works out every attribute of a queue, its message
+counts included (a walk over all its messages), to read one setting on
+each send and each message received, so a queue holding a burst's
+hundreds of messages made each call cost in proportion. Here those two
+reads take the one setting they need.
 """
 
+import copy
 import functools
 import sys
 import threading
 
+import moto.dynamodb.models as dynamodb_models
 from moto.dynamodb.models import DynamoDBBackend
+from moto.dynamodb.models.dynamo_type import DynamoType
+from moto.dynamodb.models.table import Table
 from moto.server import main
+from moto.sqs.models import Queue, SQSBackend
+from moto.core.utils import unix_time
 
 _ONE_AT_A_TIME = threading.RLock()
 
@@ -44,8 +65,119 @@ def _whole(operation):
     return applied_whole
 
 
+
+
+class _TablesByReference:
+    """moto's `copy` module inside its backend, except that a whole table
+    is "copied" as itself: the transaction below backs up its items."""
+
+    @staticmethod
+    def deepcopy(value, memo=None):
+        if isinstance(value, Table):
+            return value
+        return copy.deepcopy(value, memo)
+
+
+def _key_of(table, op_type, op):
+    if op_type == "Put":
+        attrs = op["Item"]
+        key = {table.hash_key_attr: attrs[table.hash_key_attr]}
+        if table.range_key_attr is not None:
+            key[table.range_key_attr] = attrs[table.range_key_attr]
+        return key
+    return op["Key"]
+
+
+def _restore(table, key, item):
+    hash_value = DynamoType(key[table.hash_key_attr])
+    if table.has_range_key:
+        range_value = DynamoType(key[table.range_key_attr])
+        if item is None:
+            table.items.get(hash_value, {}).pop(range_value, None)
+        else:
+            table.items[hash_value][range_value] = item
+    elif item is None:
+        table.items.pop(hash_value, None)
+    else:
+        table.items[hash_value] = item
+
+
+def _item_backups(transact_write_items):
+    @functools.wraps(transact_write_items)
+    def backed_up_by_item(self, transact_items, *args, **kwargs):
+        backups = []
+        for entry in transact_items:
+            try:
+                op_type, op = next(iter(entry.items()))
+                table = self.tables.get(op.get("TableName"))
+                if table is None:
+                    continue
+                key = _key_of(table, op_type, op)
+                current = self.get_item(op["TableName"], key)
+            except Exception:  # moto's own call reports a malformed entry
+                continue
+            backups.append((table, key, copy.deepcopy(current)))
+        try:
+            return transact_write_items(self, transact_items, *args, **kwargs)
+        except Exception:
+            for table, key, item in reversed(backups):
+                _restore(table, key, item)
+            raise
+
+    return backed_up_by_item
+
+
+def _retained(self, queue_name, message):
+    """`is_message_valid_based_on_retention_period`, from the one setting."""
+    queue = self.get_queue(queue_name)
+    return int(queue.message_retention_period) + message.sent_timestamp / 1000 > unix_time()
+
+
+_SENDING = threading.local()
+_ALL_ATTRIBUTES = Queue.attributes
+
+
+def _attributes(queue):
+    """A queue's attributes; while a message is checked and sent, only the
+    one that reads."""
+    if getattr(_SENDING, "depth", 0) > 0:
+        return {
+            "ContentBasedDeduplication": str(
+                bool(getattr(queue, "content_based_deduplication", False))
+            ).lower()
+        }
+    return _ALL_ATTRIBUTES.fget(queue)
+
+
+def _checking(validate_message):
+    @functools.wraps(validate_message)
+    def with_one_attribute(*args, **kwargs):
+        _SENDING.depth = getattr(_SENDING, "depth", 0) + 1
+        try:
+            return validate_message(*args, **kwargs)
+        finally:
+            _SENDING.depth -= 1
+
+    return with_one_attribute
+
+
+SQSBackend.is_message_valid_based_on_retention_period = _retained
+SQSBackend._validate_message = _checking(SQSBackend._validate_message)
+SQSBackend.send_message = _checking(SQSBackend.send_message)
+Queue.attributes = property(_attributes)
+dynamodb_models.copy = _TablesByReference
+DynamoDBBackend.transact_write_items = _item_backups(
+    DynamoDBBackend.transact_write_items
+)
+
 for _name in _ITEM_OPERATIONS:
     setattr(DynamoDBBackend, _name, _whole(getattr(DynamoDBBackend, _name)))
 
 if __name__ == "__main__":
+    # moto serves each request on a thread of its own, all under one GIL:
+    # at the default 5 ms switch interval, a request whose answer is ready
+    # waits behind every busy thread's full interval, so at fifty requests
+    # in flight each took a large part of a second while moto's core was
+    # not even busy. A shorter interval keeps waits to what the work costs.
+    sys.setswitchinterval(0.0005)
     main(sys.argv[1:])

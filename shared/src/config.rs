@@ -37,8 +37,24 @@ pub struct Config {
     /// Egress rules (`HOOKLANE_ALLOW_HTTP`, `HOOKLANE_ALLOW_PRIVATE_TARGETS`).
     pub egress: EgressPolicy,
     /// Concurrent attempts per tenant (`HOOKLANE_TENANT_MAX_IN_FLIGHT`,
-    /// default 4,096, never below 8).
+    /// never below 8). Default (`auto`): 4,096 on the embedded backend; on
+    /// AWS, half the main pool ([`Config::share_of_pool`]).
     pub tenant_max_in_flight: usize,
+    /// Whether the bound above is the default (`auto`, or unset).
+    pub tenant_max_auto: bool,
+    /// AWS: the main pool's invocations at once, the template's
+    /// `DeliveryMaxConcurrency` (`HOOKLANE_DELIVERY_MAX_CONCURRENCY`, 50;
+    /// `serve --backend aws` uses its own pool's size).
+    pub delivery_max_concurrency: usize,
+    /// AWS with a slow pool: in the main pool, how long an attempt to a
+    /// subscription whose last delivery did not arrive (a new endpoint, or
+    /// a failing one) may take before it is cut off and its lane moves to
+    /// the slow pool (`HOOKLANE_FIRST_CUT_OFF`, 1s; at most
+    /// `HOOKLANE_SLOW_AFTER`).
+    pub first_cut_off: Duration,
+    /// The cut-off in force for such attempts in this engine's pool: set
+    /// for the main pool by the AWS wiring, `None` elsewhere.
+    pub unproven_cut_off: Option<Duration>,
     /// When to suspend a failing endpoint (`HOOKLANE_SUSPEND_POLICY`).
     pub suspend_policy: SuspendPolicy,
     /// The operator webhook told of suspensions
@@ -67,6 +83,10 @@ impl Default for Config {
             local_invocations: (50, 10),
             egress: EgressPolicy::default(),
             tenant_max_in_flight: 4096,
+            tenant_max_auto: true,
+            delivery_max_concurrency: 50,
+            first_cut_off: Duration::from_secs(1),
+            unproven_cut_off: None,
             suspend_policy: SuspendPolicy::default(),
             operator_webhook: None,
             backfill_rate: 5.0,
@@ -123,6 +143,19 @@ fn read_timeouts(get: &impl Fn(&str) -> Option<String>) -> Result<ReadTimeouts, 
 }
 
 impl Config {
+    /// AWS: the per-tenant bound in force when the main pool runs
+    /// `invocations` batches of up to 10 messages at once. Unless
+    /// `HOOKLANE_TENANT_MAX_IN_FLIGHT` names a number, a tenant may hold
+    /// half the pool's attempts (at least 8), so one tenant's hung
+    /// receivers always leave the other half to the rest (DESIGN G2, G3).
+    pub fn share_of_pool(&self, invocations: usize) -> usize {
+        if self.tenant_max_auto {
+            (invocations * 10 / 2).max(8)
+        } else {
+            self.tenant_max_in_flight
+        }
+    }
+
     /// Reads the process environment.
     pub fn from_env() -> Result<Self, ConfigError> {
         Self::from_lookup(|k| std::env::var(k).ok())
@@ -183,7 +216,27 @@ impl Config {
         if let Some(v) = get("HOOKLANE_ALLOW_PRIVATE_TARGETS") {
             c.egress.allow_private = parse_bool("HOOKLANE_ALLOW_PRIVATE_TARGETS", &v)?;
         }
-        if let Some(v) = get("HOOKLANE_TENANT_MAX_IN_FLIGHT") {
+        if let Some(v) = get("HOOKLANE_FIRST_CUT_OFF") {
+            c.first_cut_off = humantime::parse_duration(v.trim())
+                .ok()
+                .filter(|d| *d >= Duration::from_millis(100) && *d <= Duration::from_secs(300))
+                .ok_or_else(|| bad("HOOKLANE_FIRST_CUT_OFF", "a duration from 100ms to 5m"))?;
+        }
+        if let Some(v) = get("HOOKLANE_DELIVERY_MAX_CONCURRENCY") {
+            c.delivery_max_concurrency = v
+                .trim()
+                .parse::<usize>()
+                .ok()
+                .filter(|n| (2..=1000).contains(n))
+                .ok_or_else(|| {
+                    bad(
+                        "HOOKLANE_DELIVERY_MAX_CONCURRENCY",
+                        "an integer from 2 to 1000",
+                    )
+                })?;
+        }
+        if let Some(v) = get("HOOKLANE_TENANT_MAX_IN_FLIGHT").filter(|v| v.trim() != "auto") {
+            c.tenant_max_auto = false;
             c.tenant_max_in_flight = v
                 .trim()
                 .parse::<usize>()
@@ -290,7 +343,18 @@ mod tests {
         assert_eq!(c.retry_schedule.max_attempts(), 6);
         assert_eq!(c.attempt_timeout, Duration::from_secs(15));
         assert_eq!(c.tenant_max_in_flight, 4096);
+        assert_eq!(c.share_of_pool(c.delivery_max_concurrency), 250);
+        assert_eq!(c.first_cut_off, Duration::from_secs(1));
         assert!(!c.egress.allow_http && !c.egress.allow_private);
+    }
+
+    #[test]
+    fn the_tenant_bound_on_aws_is_half_the_main_pool_unless_set() {
+        let c = read(&[("HOOKLANE_TENANT_MAX_IN_FLIGHT", "auto")]).unwrap();
+        assert_eq!((c.share_of_pool(50), c.share_of_pool(1)), (250, 8));
+        assert_eq!(c.tenant_max_in_flight, 4096, "the embedded default");
+        let c = read(&[("HOOKLANE_TENANT_MAX_IN_FLIGHT", "4096")]).unwrap();
+        assert_eq!(c.share_of_pool(50), 4096);
     }
 
     #[test]
@@ -300,6 +364,8 @@ mod tests {
             ("HOOKLANE_ATTEMPT_TIMEOUT", "forever"),
             ("HOOKLANE_ALLOW_HTTP", "maybe"),
             ("HOOKLANE_TENANT_MAX_IN_FLIGHT", "4"),
+            ("HOOKLANE_FIRST_CUT_OFF", "0s"),
+            ("HOOKLANE_DELIVERY_MAX_CONCURRENCY", "1"),
             ("HOOKLANE_API_TOKEN", "short"),
             ("HOOKLANE_SUSPEND_POLICY", "fatal=zero/1s"),
             ("HOOKLANE_BREAKER", "open=soon"),

@@ -17,6 +17,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -63,50 +64,109 @@ pub fn to_event(messages: &[Message]) -> SqsEvent {
     event
 }
 
-/// Polls one queue forever, running `handler` on each batch.
-/// `function` names the Lambda function it stands in for (the ledger's
-/// invocation counts).
+/// One queue's stand-in mapping: its invocation slots, and how many
+/// receive loops (pollers) run.
+struct Mapping {
+    sqs: aws_sdk_sqs::Client,
+    queue_url: String,
+    function: &'static str,
+    handler: Handler,
+    /// One permit per invocation that may run at once.
+    slots: Arc<Semaphore>,
+    /// Receive loops running.
+    pollers: AtomicUsize,
+    /// The most invocations at once (and so the most pollers).
+    invocations: usize,
+}
+
+/// Polls one queue forever, running `handler` on each batch, at most
+/// `invocations` batches at once. `function` names the Lambda function it
+/// stands in for (the ledger's invocation counts).
+///
+/// As Lambda's pollers do, it scales its receive loops with the backlog:
+/// one loop while the queue is idle, one more each time a receive comes
+/// back full (up to one per invocation), each extra loop ending at its
+/// first empty receive. So a burst is received as fast as the queue
+/// answers, with every invocation slot taking a batch as soon as it is
+/// free, and an idle queue costs one short poll a second.
 async fn poll(
     sqs: aws_sdk_sqs::Client,
     queue_url: String,
     (function, handler): (&'static str, Handler),
     invocations: usize,
 ) {
-    let slots = Arc::new(Semaphore::new(invocations));
-    let mut pause = IDLE_PAUSE.0;
-    loop {
-        let Ok(permit) = slots.clone().acquire_owned().await else {
-            return;
-        };
-        let received = sqs
-            .receive_message()
-            .queue_url(&queue_url)
-            .max_number_of_messages(10)
-            .wait_time_seconds(0)
-            .message_system_attribute_names(MessageSystemAttributeName::All)
-            .message_attribute_names("All")
-            .send()
-            .await;
-        let messages = match received {
-            Ok(r) => r.messages.unwrap_or_default(),
-            Err(e) => {
-                error!(error = %aws_smithy_types::error::display::DisplayErrorContext(e), "receive failed");
-                tokio::time::sleep(Duration::from_millis(500)).await;
+    let mapping = Arc::new(Mapping {
+        sqs,
+        queue_url,
+        function,
+        handler,
+        slots: Arc::new(Semaphore::new(invocations)),
+        pollers: AtomicUsize::new(1),
+        invocations,
+    });
+    receive_loop(mapping, true).await;
+}
+
+/// One receive loop; the first (`lead`) runs forever, the others end at
+/// their first empty receive.
+fn receive_loop(mapping: Arc<Mapping>, lead: bool) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+    Box::pin(async move {
+        let mut pause = IDLE_PAUSE.0;
+        loop {
+            let Ok(permit) = mapping.slots.clone().acquire_owned().await else {
+                return;
+            };
+            let received = mapping
+                .sqs
+                .receive_message()
+                .queue_url(&mapping.queue_url)
+                .max_number_of_messages(10)
+                .wait_time_seconds(0)
+                .message_system_attribute_names(MessageSystemAttributeName::All)
+                .message_attribute_names("All")
+                .send()
+                .await;
+            let messages = match received {
+                Ok(r) => r.messages.unwrap_or_default(),
+                Err(e) => {
+                    error!(error = %aws_smithy_types::error::display::DisplayErrorContext(e), "receive failed");
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    continue;
+                }
+            };
+            if messages.is_empty() {
+                drop(permit);
+                if !lead {
+                    mapping.pollers.fetch_sub(1, Ordering::SeqCst);
+                    return;
+                }
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(IDLE_PAUSE.1);
                 continue;
             }
-        };
-        if messages.is_empty() {
-            drop(permit);
-            tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(IDLE_PAUSE.1);
-            continue;
+            pause = IDLE_PAUSE.0;
+            if messages.len() == 10 {
+                scale_up(&mapping);
+            }
+            let m = mapping.clone();
+            tokio::spawn(async move {
+                invoke(&m.sqs, &m.queue_url, (m.function, &m.handler), messages).await;
+                drop(permit);
+            });
         }
-        pause = IDLE_PAUSE.0;
-        let (sqs, queue_url, handler) = (sqs.clone(), queue_url.clone(), handler.clone());
-        tokio::spawn(async move {
-            invoke(&sqs, &queue_url, (function, &handler), messages).await;
-            drop(permit);
-        });
+    })
+}
+
+/// Starts one more receive loop, unless one per invocation runs already.
+fn scale_up(mapping: &Arc<Mapping>) {
+    let more = mapping
+        .pollers
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+            (n < mapping.invocations).then_some(n + 1)
+        })
+        .is_ok();
+    if more {
+        tokio::spawn(receive_loop(mapping.clone(), false));
     }
 }
 
@@ -252,6 +312,9 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let invocations = config.local_invocations;
+    // The stand-in's main pool is the deployment's `DeliveryMaxConcurrency`.
+    let mut config = config;
+    config.delivery_max_concurrency = invocations.0;
     let settings = match (create, settings) {
         (Some(r), _) => r.create(&sdk).await?,
         (None, Some(s)) => s,

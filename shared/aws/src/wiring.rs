@@ -52,12 +52,15 @@ fn notifier(sdk: &aws_config::SdkConfig) -> Arc<dyn Notifier> {
 }
 
 /// The configuration of a delivery pool: in the main pool of a deployment
-/// with a slow pool, an attempt may take `HOOKLANE_SLOW_AFTER` at most (see
-/// the adapter's slow pool); elsewhere (the slow pool, the API's re-enable
-/// probe) the whole `HOOKLANE_ATTEMPT_TIMEOUT`.
+/// with a slow pool, an attempt may take `HOOKLANE_SLOW_AFTER` at most,
+/// and one to a subscription whose last delivery did not arrive
+/// `HOOKLANE_FIRST_CUT_OFF` (see the adapter's slow pool); elsewhere (the
+/// slow pool, the API's re-enable probe) the whole
+/// `HOOKLANE_ATTEMPT_TIMEOUT`.
 pub fn pool_config(mut config: Config, store: &AwsStore) -> Config {
     if store.pool() == Pool::Main && store.settings().slow_queue_url.is_some() {
         config.attempt_timeout = config.attempt_timeout.min(config.slow_after);
+        config.unproven_cut_off = Some(config.first_cut_off.min(config.attempt_timeout));
     }
     config
 }
@@ -66,11 +69,13 @@ pub fn pool_config(mut config: Config, store: &AwsStore) -> Config {
 /// `HOOKLANE_OPERATOR_TOPIC_ARN` names a topic; sharing `shared_breakers`'
 /// circuit breakers when given (one process, several engines).
 pub fn engine(
-    config: Config,
+    mut config: Config,
     store: &AwsStore,
     sdk: &aws_config::SdkConfig,
     shared_breakers: Option<&Engine>,
 ) -> anyhow::Result<Arc<Engine>> {
+    // Every pool and the API take leases against the same bound.
+    config.tenant_max_in_flight = config.share_of_pool(config.delivery_max_concurrency);
     let ports = Ports::build(
         store.clone(),
         &config,

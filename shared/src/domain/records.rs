@@ -89,6 +89,14 @@ pub struct Health {
     pub ramp_until: Option<OffsetDateTime>,
 }
 
+impl Health {
+    /// Whether the endpoint has shown it answers: its last delivery
+    /// arrived and no failure streak runs. A new endpoint has not.
+    pub fn answers(&self) -> bool {
+        self.consecutive_failures == 0 && self.last_outcome.as_deref() == Some("delivered")
+    }
+}
+
 /// A registered endpoint of one tenant.
 #[derive(Debug, Clone)]
 pub struct Subscription {

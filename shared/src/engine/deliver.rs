@@ -100,7 +100,8 @@ impl Engine {
         let attempt_no = d.attempts + 1;
         let report = {
             let _open = super::in_flight::open(&d.tenant);
-            self.send(&sub, &event, attempt_no, now).await
+            self.send_within_cut_off(&sub, &event, attempt_no, now)
+                .await
         };
         self.release_slot(d, slot).await;
         self.breakers.record(
@@ -312,6 +313,35 @@ impl Engine {
                 body,
             })
             .await
+    }
+
+    /// [`Engine::send`], cut off at the pool's first cut-off when the
+    /// subscription has not shown it answers (AWS, main pool: a new or
+    /// failing endpoint that does not answer at once moves to the slow
+    /// pool after one second, not after `HOOKLANE_SLOW_AFTER`, so a burst
+    /// of new hung receivers holds the pool's invocations that long).
+    async fn send_within_cut_off(
+        &self,
+        sub: &Subscription,
+        event: &Event,
+        attempt: u32,
+        now: OffsetDateTime,
+    ) -> SendReport {
+        let send = self.send(sub, event, attempt, now);
+        let Some(cut) = self
+            .config
+            .unproven_cut_off
+            .filter(|_| !sub.health.answers())
+        else {
+            return send.await;
+        };
+        tokio::time::timeout(cut, send)
+            .await
+            .unwrap_or_else(|_| SendReport {
+                result: crate::policy::AttemptResult::Timeout,
+                excerpt: None,
+                elapsed: cut,
+            })
     }
 
     async fn send(
