@@ -130,6 +130,14 @@ fn duration(var: &'static str, raw: &str) -> Result<Duration, ConfigError> {
         .ok_or_else(|| bad(var, "a duration from 100ms to 10m"))
 }
 
+/// A duration from 100 ms to 5 min (an attempt and its cut-offs).
+fn attempt_duration(var: &'static str, raw: &str) -> Result<Duration, ConfigError> {
+    humantime::parse_duration(raw.trim())
+        .ok()
+        .filter(|d| *d >= Duration::from_millis(100) && *d <= Duration::from_secs(300))
+        .ok_or_else(|| bad(var, "a duration from 100ms to 5m"))
+}
+
 /// Reads how long `serve` waits for a request's head and body.
 fn read_timeouts(get: &impl Fn(&str) -> Option<String>) -> Result<ReadTimeouts, ConfigError> {
     let mut t = ReadTimeouts::default();
@@ -183,10 +191,7 @@ impl Config {
                 .ok_or_else(|| bad("HOOKLANE_RETRY_JITTER", "a fraction from 0 to 0.1"))?;
         }
         if let Some(v) = get("HOOKLANE_ATTEMPT_TIMEOUT") {
-            c.attempt_timeout = humantime::parse_duration(v.trim())
-                .ok()
-                .filter(|d| *d >= Duration::from_millis(100) && *d <= Duration::from_secs(300))
-                .ok_or_else(|| bad("HOOKLANE_ATTEMPT_TIMEOUT", "a duration from 100ms to 5m"))?;
+            c.attempt_timeout = attempt_duration("HOOKLANE_ATTEMPT_TIMEOUT", &v)?;
         }
         for (var, slot) in [
             ("HOOKLANE_LOCAL_MAX_INVOCATIONS", &mut c.local_invocations.0),
@@ -205,10 +210,7 @@ impl Config {
             }
         }
         if let Some(v) = get("HOOKLANE_SLOW_AFTER") {
-            c.slow_after = humantime::parse_duration(v.trim())
-                .ok()
-                .filter(|d| *d >= Duration::from_millis(100) && *d <= Duration::from_secs(300))
-                .ok_or_else(|| bad("HOOKLANE_SLOW_AFTER", "a duration from 100ms to 5m"))?;
+            c.slow_after = attempt_duration("HOOKLANE_SLOW_AFTER", &v)?;
         }
         if let Some(v) = get("HOOKLANE_ALLOW_HTTP") {
             c.egress.allow_http = parse_bool("HOOKLANE_ALLOW_HTTP", &v)?;
@@ -217,10 +219,7 @@ impl Config {
             c.egress.allow_private = parse_bool("HOOKLANE_ALLOW_PRIVATE_TARGETS", &v)?;
         }
         if let Some(v) = get("HOOKLANE_FIRST_CUT_OFF") {
-            c.first_cut_off = humantime::parse_duration(v.trim())
-                .ok()
-                .filter(|d| *d >= Duration::from_millis(100) && *d <= Duration::from_secs(300))
-                .ok_or_else(|| bad("HOOKLANE_FIRST_CUT_OFF", "a duration from 100ms to 5m"))?;
+            c.first_cut_off = attempt_duration("HOOKLANE_FIRST_CUT_OFF", &v)?;
         }
         if let Some(v) = get("HOOKLANE_DELIVERY_MAX_CONCURRENCY") {
             c.delivery_max_concurrency = v

@@ -315,8 +315,8 @@ impl Engine {
             .await
     }
 
-    /// [`Engine::send`], cut off at the pool's first cut-off when the
-    /// subscription has not shown it answers (AWS, main pool: a new or
+    /// Signs and sends the event, cut off at the pool's first cut-off when
+    /// the subscription has not shown it answers (AWS, main pool: a new or
     /// failing endpoint that does not answer at once moves to the slow
     /// pool after one second, not after `HOOKLANE_SLOW_AFTER`, so a burst
     /// of new hung receivers holds the pool's invocations that long).
@@ -327,7 +327,7 @@ impl Engine {
         attempt: u32,
         now: OffsetDateTime,
     ) -> SendReport {
-        let send = self.send(sub, event, attempt, now);
+        let send = self.send_signed(sub, event.id.as_str(), attempt, event.payload.clone(), now);
         let Some(cut) = self
             .config
             .unproven_cut_off
@@ -342,17 +342,6 @@ impl Engine {
                 excerpt: None,
                 elapsed: cut,
             })
-    }
-
-    async fn send(
-        &self,
-        sub: &Subscription,
-        event: &Event,
-        attempt: u32,
-        now: OffsetDateTime,
-    ) -> SendReport {
-        self.send_signed(sub, event.id.as_str(), attempt, event.payload.clone(), now)
-            .await
     }
 
     /// Logs the attempt, records the queue outcome and, when the retry
