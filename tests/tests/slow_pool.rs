@@ -55,6 +55,10 @@ async fn two_hundred_hung_receivers_of_one_tenant_do_not_delay_another_tenants_d
         test_env(&[
             ("HOOKLANE_LOCAL_MAX_INVOCATIONS", "5"),
             ("HOOKLANE_LOCAL_SLOW_MAX_INVOCATIONS", "5"),
+            // The slow pool itself is under test: tenant `a` may hold more
+            // than its default share (half the main pool, 25 here), so that
+            // its hung requests fill the slow pool.
+            ("HOOKLANE_TENANT_MAX_IN_FLIGHT", "4096"),
             ("HOOKLANE_ATTEMPT_TIMEOUT", "2m"),
             ("HOOKLANE_SLOW_AFTER", "1s"),
             ("HOOKLANE_RETRY_SCHEDULE", "0s,1s"),
