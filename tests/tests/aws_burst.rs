@@ -50,6 +50,9 @@ async fn latency(server: &Server, rx: &Receiver, tenant: &str, name: &str) -> Du
     let id = server
         .publish(tenant, &format!("ok.{name}"), json!({ "at": name }))
         .await;
+    if std::env::var("HOOKLANE_BURST_TRACE").is_ok() {
+        eprintln!("{name}: publish answered after {:?}", sent.elapsed());
+    }
     assert!(
         eventually(Duration::from_secs(120), || arrival(rx, name, &id)
             .is_some())

@@ -120,3 +120,51 @@ pub async fn delivery_from_env() -> anyhow::Result<(AwsStore, Arc<Engine>)> {
     engine.ensure_operator_subscription().await?;
     Ok((store, engine))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn store(slow_pool: bool) -> AwsStore {
+        let sdk = aws_config::SdkConfig::builder()
+            .behavior_version(aws_config::BehaviorVersion::latest())
+            .build();
+        AwsStore::new(
+            &sdk,
+            Settings {
+                table: "t".into(),
+                ingest_queue_url: "i".into(),
+                delivery_queue_url: "d".into(),
+                dlq_url: "q".into(),
+                slow_queue_url: slow_pool.then(|| "s".into()),
+                fan_out_in_api: true,
+                type_index_settle: Duration::ZERO,
+            },
+        )
+    }
+
+    #[test]
+    fn only_the_main_pool_beside_a_slow_pool_cuts_new_endpoints_short() {
+        let config = Config::default();
+        let main = pool_config(config.clone(), &store(true));
+        assert_eq!(main.attempt_timeout, Duration::from_secs(5));
+        assert_eq!(main.unproven_cut_off, Some(Duration::from_secs(1)));
+        let slow = pool_config(config.clone(), &store(true).in_slow_pool());
+        assert_eq!(slow.attempt_timeout, Duration::from_secs(15));
+        assert_eq!(slow.unproven_cut_off, None);
+        assert_eq!(
+            pool_config(config.clone(), &store(false)).unproven_cut_off,
+            None
+        );
+        // Never longer than the main pool's own cut-off.
+        let long = Config {
+            first_cut_off: Duration::from_secs(30),
+            ..config
+        };
+        assert_eq!(
+            pool_config(long, &store(true)).unproven_cut_off,
+            Some(Duration::from_secs(5))
+        );
+    }
+}

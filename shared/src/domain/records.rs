@@ -448,3 +448,21 @@ pub struct BackfillJob {
     /// When it started (the pace ramps up from then).
     pub started_at: OffsetDateTime,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_endpoint_answers_once_its_last_delivery_arrived_and_no_streak_runs() {
+        let mut h = Health::default();
+        assert!(!h.answers(), "a new endpoint has not shown it");
+        h.last_outcome = Some("delivered".into());
+        assert!(h.answers());
+        h.consecutive_failures = 1;
+        assert!(!h.answers(), "a failure streak runs");
+        h.consecutive_failures = 0;
+        h.last_outcome = Some("parked".into());
+        assert!(!h.answers());
+    }
+}
