@@ -337,7 +337,7 @@ impl Engine {
         };
         tokio::time::timeout(cut, send)
             .await
-            .unwrap_or_else(|_| SendReport {
+            .unwrap_or(SendReport {
                 result: crate::policy::AttemptResult::Timeout,
                 excerpt: None,
                 elapsed: cut,
