@@ -335,13 +335,11 @@ impl Engine {
         else {
             return send.await;
         };
-        tokio::time::timeout(cut, send)
-            .await
-            .unwrap_or(SendReport {
-                result: crate::policy::AttemptResult::Timeout,
-                excerpt: None,
-                elapsed: cut,
-            })
+        tokio::time::timeout(cut, send).await.unwrap_or(SendReport {
+            result: crate::policy::AttemptResult::Timeout,
+            excerpt: None,
+            elapsed: cut,
+        })
     }
 
     /// Logs the attempt, records the queue outcome and, when the retry
