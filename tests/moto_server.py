@@ -65,8 +65,6 @@ def _whole(operation):
     return applied_whole
 
 
-
-
 class _TablesByReference:
     """moto's `copy` module inside its backend, except that a whole table
     is "copied" as itself: the transaction below backs up its items."""
@@ -79,6 +77,7 @@ class _TablesByReference:
 
 
 def _key_of(table, op_type, op):
+    """The key of the item one entry of a transaction writes."""
     if op_type == "Put":
         attrs = op["Item"]
         key = {table.hash_key_attr: attrs[table.hash_key_attr]}
@@ -89,6 +88,8 @@ def _key_of(table, op_type, op):
 
 
 def _restore(table, key, item):
+    """Puts an item back as it was before a cancelled transaction (`None`:
+    it was not there)."""
     hash_value = DynamoType(key[table.hash_key_attr])
     if table.has_range_key:
         range_value = DynamoType(key[table.range_key_attr])
@@ -103,6 +104,9 @@ def _restore(table, key, item):
 
 
 def _item_backups(transact_write_items):
+    """`TransactWriteItems` with a backup of the items it names, restored
+    if it is cancelled."""
+
     @functools.wraps(transact_write_items)
     def backed_up_by_item(self, transact_items, *args, **kwargs):
         backups = []
@@ -150,6 +154,8 @@ def _attributes(queue):
 
 
 def _checking(validate_message):
+    """Runs a send's step with the one queue setting it reads at hand."""
+
     @functools.wraps(validate_message)
     def with_one_attribute(*args, **kwargs):
         _SENDING.depth = getattr(_SENDING, "depth", 0) + 1
@@ -160,6 +166,36 @@ def _checking(validate_message):
 
     return with_one_attribute
 
+
+_QUEUE_LOCKS = {}
+_QUEUE_LOCKS_LOCK = threading.Lock()
+
+
+def _one_call_per_queue(operation):
+    """Runs an SQS call whole for its queue. moto's receive reads which
+    message groups are in flight, then walks the messages, with nothing
+    held between: two receives at once on one FIFO queue could both take
+    messages of the same group, which SQS never does (a group is handed to
+    one receiver at a time), and the stand-in's receive loops run at once.
+    Each queue's receives, deletes and visibility changes take turns (a
+    send only appends, and must not wait behind a long poll)."""
+
+    @functools.wraps(operation)
+    def whole_for_its_queue(self, queue_name, *args, **kwargs):
+        with _QUEUE_LOCKS_LOCK:
+            lock = _QUEUE_LOCKS.setdefault(queue_name, threading.RLock())
+        with lock:
+            return operation(self, queue_name, *args, **kwargs)
+
+    return whole_for_its_queue
+
+
+for _name in (
+    "receive_message",
+    "delete_message",
+    "change_message_visibility",
+):
+    setattr(SQSBackend, _name, _one_call_per_queue(getattr(SQSBackend, _name)))
 
 SQSBackend.is_message_valid_based_on_retention_period = _retained
 SQSBackend._validate_message = _checking(SQSBackend._validate_message)

@@ -126,6 +126,8 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
+    /// An adapter over made-up resources (nothing is called), with a slow
+    /// pool or without.
     fn store(slow_pool: bool) -> AwsStore {
         let sdk = aws_config::SdkConfig::builder()
             .behavior_version(aws_config::BehaviorVersion::latest())
