@@ -138,6 +138,24 @@ fn attempt_duration(var: &'static str, raw: &str) -> Result<Duration, ConfigErro
         .ok_or_else(|| bad(var, "a duration from 100ms to 5m"))
 }
 
+/// A whole number within `range`.
+fn whole(
+    var: &'static str,
+    raw: &str,
+    range: std::ops::RangeInclusive<usize>,
+) -> Result<usize, ConfigError> {
+    raw.trim()
+        .parse::<usize>()
+        .ok()
+        .filter(|n| range.contains(n))
+        .ok_or_else(|| {
+            bad(
+                var,
+                format!("a whole number from {} to {}", range.start(), range.end()),
+            )
+        })
+}
+
 /// Reads how long `serve` waits for a request's head and body.
 fn read_timeouts(get: &impl Fn(&str) -> Option<String>) -> Result<ReadTimeouts, ConfigError> {
     let mut t = ReadTimeouts::default();
@@ -201,12 +219,7 @@ impl Config {
             ),
         ] {
             if let Some(v) = get(var) {
-                *slot = v
-                    .trim()
-                    .parse::<usize>()
-                    .ok()
-                    .filter(|n| (1..=1000).contains(n))
-                    .ok_or_else(|| bad(var, "an integer from 1 to 1000"))?;
+                *slot = whole(var, &v, 1..=1000)?;
             }
         }
         if let Some(v) = get("HOOKLANE_SLOW_AFTER") {
@@ -222,31 +235,11 @@ impl Config {
             c.first_cut_off = attempt_duration("HOOKLANE_FIRST_CUT_OFF", &v)?;
         }
         if let Some(v) = get("HOOKLANE_DELIVERY_MAX_CONCURRENCY") {
-            c.delivery_max_concurrency = v
-                .trim()
-                .parse::<usize>()
-                .ok()
-                .filter(|n| (2..=1000).contains(n))
-                .ok_or_else(|| {
-                    bad(
-                        "HOOKLANE_DELIVERY_MAX_CONCURRENCY",
-                        "an integer from 2 to 1000",
-                    )
-                })?;
+            c.delivery_max_concurrency = whole("HOOKLANE_DELIVERY_MAX_CONCURRENCY", &v, 2..=1000)?;
         }
         if let Some(v) = get("HOOKLANE_TENANT_MAX_IN_FLIGHT").filter(|v| v.trim() != "auto") {
             c.tenant_max_auto = false;
-            c.tenant_max_in_flight = v
-                .trim()
-                .parse::<usize>()
-                .ok()
-                .filter(|n| (8..=1_000_000).contains(n))
-                .ok_or_else(|| {
-                    bad(
-                        "HOOKLANE_TENANT_MAX_IN_FLIGHT",
-                        "a whole number from 8 to 1000000",
-                    )
-                })?;
+            c.tenant_max_in_flight = whole("HOOKLANE_TENANT_MAX_IN_FLIGHT", &v, 8..=1_000_000)?;
         }
         c.read_health(&get)?;
         c.read_timeouts = read_timeouts(&get)?;
