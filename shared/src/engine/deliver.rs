@@ -315,33 +315,6 @@ impl Engine {
             .await
     }
 
-    /// Signs and sends the event, cut off at the pool's first cut-off when
-    /// the subscription has not shown it answers (AWS, main pool: a new or
-    /// failing endpoint that does not answer at once moves to the slow
-    /// pool after one second, not after `HOOKLANE_SLOW_AFTER`, so a burst
-    /// of new hung receivers holds the pool's invocations that long).
-    async fn send_within_cut_off(
-        &self,
-        sub: &Subscription,
-        event: &Event,
-        attempt: u32,
-        now: OffsetDateTime,
-    ) -> SendReport {
-        let send = self.send_signed(sub, event.id.as_str(), attempt, event.payload.clone(), now);
-        let Some(cut) = self
-            .config
-            .unproven_cut_off
-            .filter(|_| !sub.health.answers())
-        else {
-            return send.await;
-        };
-        tokio::time::timeout(cut, send).await.unwrap_or(SendReport {
-            result: crate::policy::AttemptResult::Timeout,
-            excerpt: None,
-            elapsed: cut,
-        })
-    }
-
     /// Logs the attempt, records the queue outcome and, when the retry
     /// sequence ended, the health record (and a suspension, if it is due).
     #[allow(clippy::too_many_arguments)]

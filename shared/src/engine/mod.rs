@@ -5,6 +5,7 @@
 //! It works only through the ports; the embedded runner and the AWS
 //! handlers decide *when* each step runs.
 
+mod cut_off;
 mod deliver;
 pub mod in_flight;
 mod lifecycle;
