@@ -50,9 +50,6 @@ async fn latency(server: &Server, rx: &Receiver, tenant: &str, name: &str) -> Du
     let id = server
         .publish(tenant, &format!("ok.{name}"), json!({ "at": name }))
         .await;
-    if std::env::var("HOOKLANE_BURST_TRACE").is_ok() {
-        eprintln!("{name}: publish answered after {:?}", sent.elapsed());
-    }
     assert!(
         eventually(Duration::from_secs(120), || arrival(rx, name, &id)
             .is_some())
@@ -65,9 +62,15 @@ async fn latency(server: &Server, rx: &Receiver, tenant: &str, name: &str) -> Du
 /// Registers `n` subscriptions of `tenant` whose receivers accept and never
 /// answer, twenty at a time.
 async fn hang(server: &Server, rx: &Receiver, tenant: &str, n: usize) {
+    hang_after(server, rx, tenant, n, 0).await;
+}
+
+/// [`hang`], each receiver answering its first `first` requests (204).
+async fn hang_after(server: &Server, rx: &Receiver, tenant: &str, n: usize, first: usize) {
     for chunk in (0..n).collect::<Vec<_>>().chunks(20) {
         join_all(chunk.iter().map(|i| {
             let name = format!("hang{i}");
+            rx.script(&name, vec![Reply::Status(204); first]);
             rx.set_default(&name, Reply::Hang);
             let url = rx.url(&name);
             async move {
@@ -292,6 +295,40 @@ async fn the_stand_in_runs_as_many_attempts_at_once_as_the_mapping() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     assert_eq!(peak, 30, "as many as the pool runs, and no more");
+}
+
+/// G3's default on AWS: with no `HOOKLANE_TENANT_MAX_IN_FLIGHT`, a tenant
+/// may hold half the main pool's attempts. With 2 invocations of up to 10
+/// messages (20 attempts at once), 20 hung receivers of one tenant hold 10
+/// requests open, not 20. (They answered once first, and both cut-offs
+/// are longer than the test, so nothing but the bound stops them.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn by_default_a_tenant_holds_half_the_main_pool() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let server = Server::start_on(
+        Backend::Aws,
+        deployed_env(&[
+            ("HOOKLANE_LOCAL_MAX_INVOCATIONS", "2"),
+            ("HOOKLANE_SLOW_AFTER", "15s"),
+            ("HOOKLANE_FIRST_CUT_OFF", "15s"),
+        ]),
+    )
+    .await;
+    let rx = Receiver::start().await;
+    hang_after(&server, &rx, "a", 20, 1).await;
+    server.publish("a", "load.warm", json!({})).await;
+    assert!(
+        eventually(Duration::from_secs(60), || tried(&rx, 20) == 20).await,
+        "each answers once first"
+    );
+    server.publish("a", "load.go", json!({})).await;
+    let mut peak = 0;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        peak = peak.max(rx.hanging());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(peak, 10, "half the pool's 20 attempts");
 }
 
 /// Figure 1b: both tenants' healthy latency around bursts of each size in
