@@ -370,6 +370,7 @@ async fn burst_figures() {
             let metrics = server
                 .http
                 .get(format!("{}/metrics", server.base))
+                .bearer_auth(hooklane_tests::TOKEN)
                 .send()
                 .await
                 .expect("metrics")
