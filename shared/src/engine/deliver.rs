@@ -11,7 +11,7 @@ use tracing::{info, warn};
 
 use super::{Engine, Step};
 use crate::domain::{Attempt, AttemptId, Delivery, Event, Subscription, SubscriptionStatus};
-use crate::health::{health_write_due, next_health, projected, Admit, Sequence};
+use crate::health::{health_write_due, next_health, Admit, Sequence};
 use crate::policy::{decide, Decision};
 use crate::ports::{End, Finish, Outbound, SendReport, StoreResult, TenantSlot};
 use crate::rate::Slot;
@@ -376,10 +376,9 @@ impl Engine {
             // In retry: the deliveries failing and not ended count too.
             (None, Some(attempt), End::Retry(_)) => {
                 if let Some(class) = report.result.failure_class() {
-                    let failing = self.ports.backfills.failing(sub).await?;
                     let since = d.first_attempt_at.unwrap_or(started_at);
-                    let health = projected(&sub.health, class, failing, since);
-                    self.suspend_if_due(sub, &health, attempt).await?;
+                    self.suspend_if_due_in_retry(sub, class, since, attempt)
+                        .await?;
                 }
             }
             _ => {}

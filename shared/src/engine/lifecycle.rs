@@ -19,6 +19,7 @@ use crate::domain::{
     rfc3339, Attempt, AttemptId, Event, EventFilter, EventId, EventType, Health, Subscription,
     SubscriptionId, SubscriptionStatus, TenantId,
 };
+use crate::health::projected;
 use crate::policy::FailureClass;
 use crate::ports::{SendReport, StoreError, StoreResult};
 
@@ -53,6 +54,28 @@ fn excerpt(text: Option<&str>) -> Option<String> {
 }
 
 impl Engine {
+    /// [`Engine::suspend_if_due`] for a delivery gone into retry, whose
+    /// health record is not written yet: the deliveries failing and not
+    /// ended (`since` the first attempt of this one) count too. How many
+    /// is read only when the streak is already long enough for a limit,
+    /// counting any number, so a first failure costs no read.
+    pub(super) async fn suspend_if_due_in_retry(
+        &self,
+        sub: &Subscription,
+        class: FailureClass,
+        since: OffsetDateTime,
+        last: &Attempt,
+    ) -> StoreResult<()> {
+        let longest = projected(&sub.health, class, u64::MAX, since);
+        let policy = &self.config.suspend_policy;
+        if policy.reached(&longest, self.ports.clock.now()).is_none() {
+            return Ok(());
+        }
+        let failing = self.ports.backfills.failing(sub).await?;
+        let health = projected(&sub.health, class, failing, since);
+        self.suspend_if_due(sub, &health, last).await
+    }
+
     /// Suspends the subscription when its health reached a limit; only the
     /// caller whose guarded transition took effect sends the notice.
     pub(super) async fn suspend_if_due(
@@ -275,88 +298,5 @@ fn operator_tenant() -> StoreResult<TenantId> {
 }
 
 #[cfg(all(test, feature = "embedded"))]
-mod tests {
-    use std::sync::atomic::AtomicUsize;
-    use std::sync::Arc;
-
-    use super::*;
-    use crate::config::Config;
-    use crate::contract;
-    use crate::engine::Ports;
-    use crate::ports::{Notifier, SubscriptionStore, Wakeup};
-    use crate::sqlite::SqliteStore;
-
-    /// Counts notices (a hand-written fake: this tests the core alone).
-    #[derive(Default)]
-    struct Counting(AtomicUsize);
-
-    #[async_trait::async_trait]
-    impl Notifier for Counting {
-        async fn suspended(&self, _: &serde_json::Value) -> StoreResult<()> {
-            self.0.fetch_add(1, Ordering::SeqCst);
-            Ok(())
-        }
-    }
-
-    struct Quiet;
-
-    impl Wakeup for Quiet {
-        fn fan_out(&self, _: &Event) {}
-        fn lanes(&self, _: &TenantId, _: &[(SubscriptionId, Option<u16>)]) {}
-        fn backfill(&self) {}
-    }
-
-    #[tokio::test]
-    async fn two_concurrent_suspensions_of_one_subscription_send_exactly_one_notice() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = SqliteStore::open(&dir.path().join("t.db")).unwrap();
-        let notices = Arc::new(Counting::default());
-        let ports = Ports::build(
-            store.clone(),
-            &Config::default(),
-            crate::engine::Outside::default(),
-            Arc::new(Quiet),
-            notices.clone(),
-        )
-        .unwrap();
-        let config = Config {
-            suspend_policy: crate::health::SuspendPolicy::parse("retryable=1/0s").unwrap(),
-            ..Config::default()
-        };
-        let engine = Engine::new(ports, config);
-        let tenant = TenantId::parse("acme").unwrap();
-        let sub = contract::subscription(&tenant, &["*"]);
-        store.insert(&sub).await.unwrap();
-        let now = OffsetDateTime::now_utc();
-        let health = Health {
-            consecutive_failures: 1,
-            retryable_failures: 1,
-            first_failure_at: Some(now),
-            ..Health::default()
-        };
-        let last = Attempt {
-            id: AttemptId::generate(),
-            tenant: tenant.clone(),
-            subscription_id: sub.id.clone(),
-            event_id: EventId::generate(),
-            attempt: 1,
-            started_at: now,
-            duration_ms: 1,
-            status_code: Some(503),
-            outcome: "parked".into(),
-            error: Some("status 503".into()),
-            response_excerpt: None,
-        };
-        let (a, b) = tokio::join!(
-            engine.suspend_if_due(&sub, &health, &last),
-            engine.suspend_if_due(&sub, &health, &last)
-        );
-        a.unwrap();
-        b.unwrap();
-        assert_eq!(notices.0.load(Ordering::SeqCst), 1, "exactly one notice");
-        assert_eq!(engine.metrics.suspensions[0].load(Ordering::SeqCst), 1);
-        let now_suspended = store.get(&tenant, &sub.id).await.unwrap().unwrap();
-        assert_eq!(now_suspended.status, SubscriptionStatus::Suspended);
-        assert!(now_suspended.status_reason.unwrap().contains("retryable"));
-    }
-}
+#[path = "lifecycle_tests.rs"]
+mod tests;
