@@ -419,14 +419,17 @@ impl LaneQueue for AwsStore {
             // message), or a later attempt took over.
             return Ok(());
         }
+        let lane = (&d.tenant, &d.subscription_id, d.lane);
+        let spill = matches!(finish.end, End::Retry(_)) && !self.spilling(lane).await?;
         if finish.attempt.as_ref().is_some_and(|a| a.timed_out()) {
-            // Best effort: the next timeout tries again, and the outcome's
-            // own follow-ups (parking, spill) must not be skipped.
-            if let Err(e) = self.mark_slow(&d.tenant, &d.subscription_id, d.lane).await {
-                tracing::warn!(error = %e, "moving a lane to the slow pool failed");
+            // Best effort (the next timeout tries again); with the spill
+            // flag when it starts, in one write.
+            match self.mark_slow(lane, spill).await {
+                Ok(true) => return Ok(()),
+                Ok(false) => {}
+                Err(e) => tracing::warn!(error = %e, "moving a lane to the slow pool failed"),
             }
         }
-        let lane = (&d.tenant, &d.subscription_id, d.lane);
         match &finish.end {
             End::Parked(reason) => {
                 if let Some(last) = &finish.attempt {
@@ -437,7 +440,7 @@ impl LaneQueue for AwsStore {
                 }
                 Ok(())
             }
-            End::Retry(_) if !self.spilling(lane).await? => self.start_spilling(lane).await,
+            End::Retry(_) if spill => self.start_spilling(lane).await,
             // The lane moved on: its spilled deliveries go back to the
             // queue in order.
             End::Delivered if self.spilling(lane).await? => self.refill(lane).await,

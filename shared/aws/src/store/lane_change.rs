@@ -30,10 +30,6 @@
 //! per attempt of a delivery that carries a fence, only while the switch
 //! drains.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
-
 use aws_sdk_dynamodb::types::AttributeValue;
 use hooklane_core::domain::{lane_of, EventId, LaneCount, OrderingKey, SubscriptionId, TenantId};
 use hooklane_core::ports::StoreResult;
@@ -43,10 +39,6 @@ use super::{backend, get_n, is_condition_failed, AwsStore, Item};
 use crate::messages::{After, DeliveryMessage};
 use crate::number_attr;
 
-/// How long a noted placement stands in for a read of its own (a fan-out
-/// queues right after the query that noted it).
-const FRESH: Duration = Duration::from_secs(5);
-const KEEP: usize = 100_000;
 /// Tries of a switch that a concurrent one got in the way of.
 const SWITCH_TRIES: usize = 4;
 
@@ -107,50 +99,6 @@ impl Placement {
     /// Whether a delivery that waits for `after` must still wait.
     pub(crate) fn holds(&self, after: &After) -> bool {
         self.generation == after.generation && self.fences.contains(&after.lane)
-    }
-}
-
-/// Placements noted by the reads that fetch subscription items anyway.
-#[derive(Debug, Default)]
-pub(crate) struct Placements {
-    noted: Mutex<HashMap<SubscriptionId, (Instant, Placement)>>,
-}
-
-impl Placements {
-    /// Notes a subscription's placement as just read.
-    pub(crate) fn note(&self, sub: &SubscriptionId, item: &Item) {
-        if let Ok(mut map) = self.noted.lock() {
-            if map.len() >= KEEP && !map.contains_key(sub) {
-                map.clear();
-            }
-            map.insert(sub.clone(), (Instant::now(), Placement::of(item)));
-        }
-    }
-
-    /// Notes that a lane moved to the slow pool (or back), in the placement
-    /// just read.
-    pub(crate) fn note_slow(&self, sub: &SubscriptionId, lane: u16, slow: bool) {
-        if let Ok(mut map) = self.noted.lock() {
-            if let Some((_, p)) = map.get_mut(sub) {
-                p.slow.retain(|l| *l != lane);
-                if slow {
-                    p.slow.push(lane);
-                }
-            }
-        }
-    }
-
-    fn fresh(&self, sub: &SubscriptionId) -> Option<Placement> {
-        let map = self.noted.lock().ok()?;
-        map.get(sub)
-            .filter(|(at, _)| at.elapsed() < FRESH)
-            .map(|(_, p)| p.clone())
-    }
-
-    pub(crate) fn forget(&self, sub: &SubscriptionId) {
-        if let Ok(mut map) = self.noted.lock() {
-            map.remove(sub);
-        }
     }
 }
 

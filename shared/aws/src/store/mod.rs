@@ -28,6 +28,7 @@ mod fan_out_path;
 mod first_attempt;
 mod lane_change;
 mod lane_flags;
+mod placements;
 mod rates;
 mod records;
 mod resources;
@@ -74,7 +75,7 @@ pub struct AwsStore {
     /// Lane spill flags as last read (shared by clones).
     pub(crate) lane_flags: std::sync::Arc<lane_flags::LaneFlags>,
     /// Lane placements as last read (shared by clones).
-    pub(crate) placements: std::sync::Arc<lane_change::Placements>,
+    pub(crate) placements: std::sync::Arc<placements::Placements>,
     /// Tenants' lane counts as last read (shared by clones).
     pub(crate) tenant_lanes: std::sync::Arc<tenant_share::TenantLanes>,
     /// Tenants seen moved to the ingest queue (shared by clones).

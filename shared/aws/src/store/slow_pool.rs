@@ -34,7 +34,8 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use hooklane_core::domain::{Delivery, SubscriptionId, TenantId};
 use hooklane_core::ports::StoreResult;
 
-use super::{backend, is_condition_failed, AwsStore, Pool};
+use super::spill::{spill_flag, Lane};
+use super::{backend, is_condition_failed, took_effect, AwsStore, Pool};
 use crate::messages::dedup_id;
 use crate::string_attr;
 
@@ -101,14 +102,17 @@ impl AwsStore {
         Ok(!self.is_slow(&d.tenant, &d.subscription_id, d.lane).await?)
     }
 
-    /// Whether a lane is in the slow pool, as its subscription was last
-    /// read (within seconds) or as read now.
+    /// Whether a lane is in the slow pool: moved there by this process or
+    /// noted by a read within seconds, or as read now.
     pub async fn is_slow(
         &self,
         tenant: &TenantId,
         sub: &SubscriptionId,
         lane: u16,
     ) -> StoreResult<bool> {
+        if self.placements.moved_lately(sub, lane) {
+            return Ok(true);
+        }
         Ok(self
             .placement(tenant, sub)
             .await?
@@ -129,37 +133,42 @@ impl AwsStore {
     }
 
     /// Moves a lane to the slow pool (an attempt in the main pool timed
-    /// out).
-    pub(crate) async fn mark_slow(
-        &self,
-        tenant: &TenantId,
-        sub: &SubscriptionId,
-        lane: u16,
-    ) -> StoreResult<()> {
+    /// out), and when `spill`, starts its spill in the same write (the
+    /// timed-out delivery waits for its retry): `true` when it did both.
+    pub(crate) async fn mark_slow(&self, lane: Lane<'_>, spill: bool) -> StoreResult<bool> {
+        let (tenant, sub, lane) = lane;
         if self.pool == Pool::Slow || !self.has_slow_pool() {
-            return Ok(());
+            return Ok(false);
         }
+        let mut names = std::collections::HashMap::from([("#slow".to_owned(), slow_attr(lane))]);
+        if spill {
+            names.insert("#flag".to_owned(), spill_flag(lane));
+        }
+        let set = match spill {
+            true => "SET #slow = :t, #flag = :t",
+            false => "SET #slow = :t",
+        };
         let res = self
             .update_sub(tenant, sub)
-            .update_expression("SET #slow = :t")
+            .update_expression(set)
             .condition_expression("attribute_exists(pk)")
-            .expression_attribute_names("#slow", slow_attr(lane))
+            .set_expression_attribute_names(Some(names))
             .expression_attribute_values(":t", AttributeValue::Bool(true))
             .send()
             .await;
-        match res {
-            Ok(_) => {
-                self.placements.note_slow(sub, lane, true);
-                tracing::info!(
-                    subscription_id = sub.as_str(),
-                    lane,
-                    "an attempt timed out in the main pool: the lane moves to the slow pool"
-                );
-                Ok(())
-            }
-            Err(e) if is_condition_failed(&e) => Ok(()),
-            Err(e) => Err(backend(e)),
+        if !took_effect(res)? {
+            return Ok(false);
         }
+        self.placements.note_slow(sub, lane, true);
+        if spill {
+            self.lane_flags.note(sub, lane, true);
+        }
+        tracing::info!(
+            subscription_id = sub.as_str(),
+            lane,
+            "an attempt timed out in the main pool: the lane moves to the slow pool"
+        );
+        Ok(spill)
     }
 
     /// Hands a message of a slow lane over to the slow queue; `false` when
