@@ -71,7 +71,7 @@ rm -rf infra/.aws-sam
 (
   cd infra
   PATH="$PWD/../.venv/bin:$PATH" sam validate --lint
-  PATH="$PWD/../.venv/bin:$PATH" CARGO_PROFILE_RELEASE_OPT_LEVEL=z CARGO_PROFILE_RELEASE_LTO=fat CARGO_PROFILE_RELEASE_CODEGEN_UNITS=1 sam build --beta-features
+  PATH="$PWD/../.venv/bin:$PATH" CARGO_PROFILE_RELEASE_OPT_LEVEL=z sam build --beta-features
 )
 # Each function's bootstrap, where the built template's CodeUri puts it (the
 # two delivery functions share one build: DeliveryFunction-Shared).
