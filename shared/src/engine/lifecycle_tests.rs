@@ -169,4 +169,16 @@ async fn a_first_failure_in_retry_reads_nothing_more_and_a_long_streak_does() {
         .await
         .unwrap();
     assert_eq!(counting.reads.load(Ordering::SeqCst), 1, "a 13 h streak");
+    // Classes mixed: a TLS failure (permanent) 2 h into a streak with a
+    // fatal and three permanent failures could reach the permanent limit
+    // (5 after 1 h), so it reads.
+    sub.health.first_failure_at = Some(now - time::Duration::hours(2));
+    sub.health.fatal_failures = 1;
+    sub.health.permanent_failures = 3;
+    sub.health.consecutive_failures = 4;
+    engine
+        .suspend_if_due_in_retry(&sub, FailureClass::Permanent, now, &last)
+        .await
+        .unwrap();
+    assert_eq!(counting.reads.load(Ordering::SeqCst), 2, "mixed classes");
 }

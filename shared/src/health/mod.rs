@@ -86,7 +86,7 @@ impl SuspendPolicy {
         let since = h.first_failure_at?;
         let elapsed: Duration = (now - since).try_into().unwrap_or_default();
         let fatal = h.fatal_failures;
-        let permanent = fatal + h.permanent_failures;
+        let permanent = fatal.saturating_add(h.permanent_failures);
         let all = h.consecutive_failures;
         [
             (FailureClass::Fatal, self.fatal, fatal),

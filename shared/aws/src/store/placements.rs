@@ -26,17 +26,24 @@ pub(crate) struct Placements {
     /// delivery function asks right after the move whether to hand the
     /// message over, and that answer needs no read (the hand-over's
     /// conditional write still checks the flag).
-    moved: Mutex<HashMap<(SubscriptionId, u16), Instant>>,
+    moved: Mutex<HashMap<SubscriptionId, Vec<(u16, Instant)>>>,
 }
 
 impl Placements {
-    /// Notes a subscription's placement as just read.
+    /// Notes a subscription's placement as just read (a lane the read
+    /// shows back in the main pool is no longer noted as moved).
     pub(crate) fn note(&self, sub: &SubscriptionId, item: &Item) {
+        let placement = Placement::of(item);
+        if let Ok(mut moved) = self.moved.lock() {
+            if let Some(lanes) = moved.get_mut(sub) {
+                lanes.retain(|(lane, _)| placement.slow.contains(lane));
+            }
+        }
         if let Ok(mut map) = self.noted.lock() {
             if map.len() >= KEEP && !map.contains_key(sub) {
                 map.clear();
             }
-            map.insert(sub.clone(), (Instant::now(), Placement::of(item)));
+            map.insert(sub.clone(), (Instant::now(), placement));
         }
     }
 
@@ -44,13 +51,16 @@ impl Placements {
     /// just read, and as this process's own move.
     pub(crate) fn note_slow(&self, sub: &SubscriptionId, lane: u16, slow: bool) {
         if let Ok(mut moved) = self.moved.lock() {
-            if moved.len() >= KEEP {
-                moved.retain(|_, at| at.elapsed() < FRESH);
+            if moved.len() >= KEEP && !moved.contains_key(sub) {
+                moved.retain(|_, lanes| lanes.iter().any(|(_, at)| at.elapsed() < FRESH));
+                if moved.len() >= KEEP {
+                    moved.clear();
+                }
             }
+            let lanes = moved.entry(sub.clone()).or_default();
+            lanes.retain(|(l, _)| *l != lane);
             if slow {
-                moved.insert((sub.clone(), lane), Instant::now());
-            } else {
-                moved.remove(&(sub.clone(), lane));
+                lanes.push((lane, Instant::now()));
             }
         }
         if let Ok(mut map) = self.noted.lock() {
@@ -67,9 +77,11 @@ impl Placements {
     /// [`FRESH`].
     pub(crate) fn moved_lately(&self, sub: &SubscriptionId, lane: u16) -> bool {
         self.moved.lock().is_ok_and(|moved| {
-            moved
-                .get(&(sub.clone(), lane))
-                .is_some_and(|at| at.elapsed() < FRESH)
+            moved.get(sub).is_some_and(|lanes| {
+                lanes
+                    .iter()
+                    .any(|(l, at)| *l == lane && at.elapsed() < FRESH)
+            })
         })
     }
 
@@ -103,5 +115,9 @@ mod tests {
         assert!(!p.moved_lately(&other, 0), "only the subscription moved");
         p.note_slow(&sub, 0, false);
         assert!(!p.moved_lately(&sub, 0), "back in the main pool");
+        // A read that shows the lane back in the main pool forgets the move.
+        p.note_slow(&sub, 0, true);
+        p.note(&sub, &Item::new());
+        assert!(!p.moved_lately(&sub, 0), "read back in the main pool");
     }
 }

@@ -50,12 +50,12 @@ fn spill_pk(sub: &SubscriptionId, lane: u16) -> String {
     }
 }
 
-/// The subscription item's attributes of a lane: its flag and its count.
 /// A lane's spill flag attribute.
 pub(crate) fn spill_flag(lane: u16) -> String {
     lane_attrs(lane).0
 }
 
+/// The subscription item's attributes of a lane: its flag and its count.
 fn lane_attrs(lane: u16) -> (String, String) {
     match lane {
         0 => ("spilling".into(), "spilled".into()),
