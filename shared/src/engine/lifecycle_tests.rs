@@ -62,17 +62,10 @@ async fn two_concurrent_suspensions_of_one_subscription_send_exactly_one_notice(
         ..Health::default()
     };
     let last = Attempt {
-        id: AttemptId::generate(),
-        tenant: tenant.clone(),
-        subscription_id: sub.id.clone(),
-        event_id: EventId::generate(),
-        attempt: 1,
-        started_at: now,
-        duration_ms: 1,
         status_code: Some(503),
         outcome: "parked".into(),
         error: Some("status 503".into()),
-        response_excerpt: None,
+        ..attempt(&sub, now)
     };
     let (a, b) = tokio::join!(
         engine.suspend_if_due(&sub, &health, &last),
@@ -85,6 +78,23 @@ async fn two_concurrent_suspensions_of_one_subscription_send_exactly_one_notice(
     let now_suspended = store.get(&tenant, &sub.id).await.unwrap().unwrap();
     assert_eq!(now_suspended.status, SubscriptionStatus::Suspended);
     assert!(now_suspended.status_reason.unwrap().contains("retryable"));
+}
+
+/// A first attempt to `sub` at `now` that timed out.
+fn attempt(sub: &Subscription, now: OffsetDateTime) -> Attempt {
+    Attempt {
+        id: AttemptId::generate(),
+        tenant: sub.tenant.clone(),
+        subscription_id: sub.id.clone(),
+        event_id: EventId::generate(),
+        attempt: 1,
+        started_at: now,
+        duration_ms: 1000,
+        status_code: None,
+        outcome: "retrying".into(),
+        error: Some("timeout".into()),
+        response_excerpt: None,
+    }
 }
 
 /// Counts the reads of how many deliveries are failing (a hand-written
@@ -143,19 +153,7 @@ async fn a_first_failure_in_retry_reads_nothing_more_and_a_long_streak_does() {
     let mut sub = contract::subscription(&tenant, &["*"]);
     store.insert(&sub).await.unwrap();
     let now = OffsetDateTime::now_utc();
-    let last = Attempt {
-        id: AttemptId::generate(),
-        tenant: tenant.clone(),
-        subscription_id: sub.id.clone(),
-        event_id: EventId::generate(),
-        attempt: 1,
-        started_at: now,
-        duration_ms: 1000,
-        status_code: None,
-        outcome: "retrying".into(),
-        error: Some("timeout".into()),
-        response_excerpt: None,
-    };
+    let last = attempt(&sub, now);
     let retryable = FailureClass::Retryable;
     engine
         .suspend_if_due_in_retry(&sub, retryable, now, &last)
