@@ -6,10 +6,17 @@
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-/// Builds the `hooklane` binary and returns its path.
+/// Builds the `hooklane` binary, with its AWS backend, and returns its path.
 pub fn hooklane_binary() -> PathBuf {
     let out = Command::new(env!("CARGO"))
-        .args(["build", "-p", "hooklane", "--message-format=json"])
+        .args([
+            "build",
+            "-p",
+            "hooklane",
+            "--features",
+            "aws",
+            "--message-format=json",
+        ])
         .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
         .stderr(Stdio::inherit())
         .output()

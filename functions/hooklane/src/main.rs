@@ -3,7 +3,13 @@
 //! with `--backend aws`); `dlq` inspects and replays the SQS dead-letter
 //! queue; `receive` is a local receiver that prints and verifies what
 //! hooklane sends.
+//!
+//! The AWS backend (`serve --backend aws`, `dlq`) is the cargo feature
+//! `aws`, off by default: without it the command builds without the AWS
+//! SDK, in a few minutes (`cargo run --release --features aws -- ...`
+//! builds it in).
 
+#[cfg(feature = "aws")]
 mod dlq;
 mod receive;
 
@@ -55,6 +61,7 @@ enum Command {
         resource_prefix: String,
     },
     /// Inspect, replay and purge the SQS dead-letter queue (AWS backend).
+    #[cfg(feature = "aws")]
     Dlq(dlq::Args),
     /// Listen for webhooks and print each request, verifying signatures.
     Receive(receive::Args),
@@ -91,12 +98,17 @@ async fn main() -> anyhow::Result<()> {
         } => {
             let store = match backend {
                 Backend::Embedded => Store::Embedded(db),
-                Backend::Aws => Store::Aws {
+                Backend::Aws if cfg!(feature = "aws") => Store::Aws {
                     create: create_resources.then_some(resource_prefix),
                 },
+                Backend::Aws => anyhow::bail!(
+                    "this hooklane was built without the AWS backend: build it with the `aws` \
+                     feature (cargo run --release --features aws -- serve --backend aws)"
+                ),
             };
             serve(listen, store).await
         }
+        #[cfg(feature = "aws")]
         Command::Dlq(args) => dlq::run(args).await,
         Command::Receive(args) => receive::run(args).await,
     }
@@ -135,6 +147,12 @@ async fn serve(listen: SocketAddr, store: Store) -> anyhow::Result<()> {
         Store::Embedded(db) => {
             hooklane_core::embedded::serve(listener, config, &db, shutdown_signal()).await
         }
+        #[cfg(not(feature = "aws"))]
+        Store::Aws { create } => {
+            let _ = (listener, config, create);
+            anyhow::bail!("this hooklane was built without the AWS backend")
+        }
+        #[cfg(feature = "aws")]
         Store::Aws { create } => {
             let resources = create.map(|prefix| hooklane_aws::Resources {
                 prefix,

@@ -1,7 +1,8 @@
 //! `hooklane-bench`: starts its own loopback receiver and `hooklane serve`
 //! on a temporary database, drives it, and prints the figures
 //! BENCHMARKS.md records, each as a median and spread where it is sampled.
-//! Build the server first: `cargo build --release`.
+//! Build the server first: `cargo build --release --features aws` (the AWS
+//! backend is for figure 5).
 
 mod aws_cost;
 mod figures;

@@ -208,9 +208,9 @@ impl Serve {
         for (k, v) in extra {
             cmd.env(k, v);
         }
-        let child = cmd
-            .spawn()
-            .with_context(|| format!("starting {bin} (build it: cargo build --release)"))?;
+        let child = cmd.spawn().with_context(|| {
+            format!("starting {bin} (build it: cargo build --release --features aws)")
+        })?;
         let serve = Self {
             child,
             base: format!("http://127.0.0.1:{port}"),
