@@ -98,13 +98,18 @@ async fn main() -> anyhow::Result<()> {
         } => {
             let store = match backend {
                 Backend::Embedded => Store::Embedded(db),
-                Backend::Aws if cfg!(feature = "aws") => Store::Aws {
+                #[cfg(feature = "aws")]
+                Backend::Aws => Store::Aws {
                     create: create_resources.then_some(resource_prefix),
                 },
-                Backend::Aws => anyhow::bail!(
-                    "this hooklane was built without the AWS backend: build it with the `aws` \
-                     feature (cargo run --release --features aws -- serve --backend aws)"
-                ),
+                #[cfg(not(feature = "aws"))]
+                Backend::Aws => {
+                    let _ = (create_resources, resource_prefix);
+                    anyhow::bail!(
+                        "this hooklane was built without the AWS backend: build it with the \
+                         `aws` feature (cargo run --release --features aws -- serve --backend aws)"
+                    )
+                }
             };
             serve(listen, store).await
         }
@@ -122,7 +127,10 @@ enum Backend {
 
 enum Store {
     Embedded(PathBuf),
-    Aws { create: Option<String> },
+    #[cfg(feature = "aws")]
+    Aws {
+        create: Option<String>,
+    },
 }
 
 async fn serve(listen: SocketAddr, store: Store) -> anyhow::Result<()> {
@@ -146,11 +154,6 @@ async fn serve(listen: SocketAddr, store: Store) -> anyhow::Result<()> {
     match store {
         Store::Embedded(db) => {
             hooklane_core::embedded::serve(listener, config, &db, shutdown_signal()).await
-        }
-        #[cfg(not(feature = "aws"))]
-        Store::Aws { create } => {
-            let _ = (listener, config, create);
-            anyhow::bail!("this hooklane was built without the AWS backend")
         }
         #[cfg(feature = "aws")]
         Store::Aws { create } => {
