@@ -36,15 +36,18 @@ tree is never changed) and each pass builds its table once.
 
 import copy
 import functools
+import logging
 import sys
 import threading
 
+import moto.backends as moto_backends
 import moto.dynamodb.models as dynamodb_models
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import DynamoType
 from moto.dynamodb.models.table import Table
 from moto.dynamodb.parsing.ast_nodes import DepthFirstTraverser
 from moto.dynamodb.parsing.expressions import UpdateExpressionParser
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication
 from moto.server import main
 from moto.sqs.models import Queue, SQSBackend
 from moto.core.utils import unix_time
@@ -251,7 +254,60 @@ DepthFirstTraverser.process = _process
 for _name in _ITEM_OPERATIONS:
     setattr(DynamoDBBackend, _name, _whole(getattr(DynamoDBBackend, _name)))
 
+_ALL_ITEMS = Table.all_items
+_PARTITION = threading.local()
+
+
+def _items_of_partition(self):
+    """All the table's items, sorted; while a query of the table (not an
+    index) runs, only its partition's: the query keeps only those."""
+    hash_key = getattr(_PARTITION, "key", None)
+    if hash_key is None:
+        return _ALL_ITEMS(self)
+    found = self.items.get(hash_key)
+    if found is None:
+        return []
+    items = list(found.values()) if self.range_key_attr else [found]
+    return sorted(items, key=lambda x: x.range_key if x.range_key else x.hash_key)
+
+
+def _partition_query(query):
+    """A table's query reads its partition, not the whole table."""
+
+    @functools.wraps(query)
+    def one_partition(self, hash_key, *args, **kwargs):
+        index_name = kwargs.get("index_name", args[6] if len(args) > 6 else None)
+        _PARTITION.key = hash_key if index_name is None else None
+        try:
+            return query(self, hash_key, *args, **kwargs)
+        finally:
+            _PARTITION.key = None
+
+    return one_partition
+
+
+Table.all_items = _items_of_partition
+Table.query = _partition_query(Table.query)
+
+_MODULES = frozenset(moto_backends.list_of_moto_modules())
+_FIND_BACKEND = DomainDispatcherApplication.get_backend_for_host
+
+
+def _backend_for_host(self, host):
+    """The backend serving `host`, worked out once per host."""
+    known = self.__dict__.setdefault("_hooklane_backends", {})
+    if host not in known:
+        known[host] = _FIND_BACKEND(self, host)
+    return known[host]
+
+
+moto_backends.list_of_moto_modules = lambda: _MODULES
+DomainDispatcherApplication.get_backend_for_host = _backend_for_host
+
 if __name__ == "__main__":
+    # One log line per request, written under the logging lock, cost moto
+    # a tenth of its core; warnings and errors are still written.
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
     # moto serves each request on a thread of its own, all under one GIL:
     # at the default 5 ms switch interval, a request whose answer is ready
     # waits behind every busy thread's full interval, so at fifty requests

@@ -11,7 +11,7 @@
 //!   operation happened, and the caller sees it fail).
 //!
 //! Which call gets a fault is drawn from a seeded sequence; the seed is
-//! printed so a failing run can be told apart from the next.
+//! printed, and `HOOKLANE_FAULT_SEED` sets it to replay a run.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -105,10 +105,17 @@ impl FaultProxy {
             .await
             .expect("bind");
         let endpoint = format!("http://{}", listener.local_addr().expect("addr"));
-        let seed = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(7);
+        // `HOOKLANE_FAULT_SEED` replays a run's draws (which call each
+        // draw lands on still depends on the calls' order).
+        let seed = std::env::var("HOOKLANE_FAULT_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_nanos() as u64)
+                    .unwrap_or(7)
+            });
         eprintln!("fault proxy {endpoint} -> {upstream}, seed {seed}");
         let state = Arc::new(State {
             upstream: upstream.trim_end_matches('/').to_owned(),
