@@ -6,8 +6,10 @@
 #     schemathesis, and the SAM CLI with cargo-lambda;
 #   - moto in server mode on 127.0.0.1 (stopped on exit), through
 #     tests/moto_server.py, which makes its DynamoDB item writes atomic;
-#   - cargo fmt --check, clippy -D warnings, then every unit, contract and
-#     end-to-end test of the workspace (crates come from crates.io);
+#   - cargo fmt --check, the source layout (tests/layout.py: no file over
+#     400 lines, no import circle in shared/aws), clippy -D warnings, then
+#     every unit, contract and end-to-end test of the workspace (crates
+#     come from crates.io);
 #   - schemathesis against `hooklane serve` and its /openapi.json
 #     (tests/fuzz/run.sh): any finding fails;
 #   - the README's deploy build: `sam validate --lint` and
@@ -55,6 +57,9 @@ export CARGO_INCREMENTAL=0
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
+
+echo "== source layout (no file over 400 lines, no import circle in shared/aws)"
+.venv/bin/python tests/layout.py
 
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets --locked --features hooklane/aws -- -D warnings

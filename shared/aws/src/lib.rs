@@ -17,13 +17,13 @@
 
 pub mod calls;
 pub mod capacity;
-pub mod dlq;
 pub mod handlers;
 mod messages;
 pub mod queue_poller;
 mod store;
 pub mod wiring;
 
+pub use store::dead_letter_queue as dlq;
 pub use store::{fan_out_in_api_from_env, AwsStore, Pool, Resources};
 
 use aws_sdk_dynamodb::types::AttributeValue;

@@ -5,9 +5,11 @@
 //! Parse, don't validate: each newtype has a private field and a `parse`
 //! that names what is wrong, so the engine never sees a raw string.
 
+mod archive;
 mod ids;
 mod records;
 
+pub use archive::*;
 pub use ids::*;
 pub use records::*;
 

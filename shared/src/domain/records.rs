@@ -390,65 +390,6 @@ impl DeliveryRecord {
     }
 }
 
-/// A position in a tenant's archive, in acceptance order: events accepted
-/// after `at`, or at `at` with an id after `id`, come after it.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct ArchivePosition {
-    /// Acceptance time.
-    pub at: OffsetDateTime,
-    /// Event id at that time (empty: before every event of that time).
-    pub id: String,
-}
-
-impl ArchivePosition {
-    /// Just before every event accepted at `at` or later.
-    pub fn before(at: OffsetDateTime) -> Self {
-        Self {
-            at,
-            id: String::new(),
-        }
-    }
-}
-
-/// An archived event as a backfill scans it: no payload.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ArchivedEvent {
-    /// Its id.
-    pub id: EventId,
-    /// Its type.
-    pub event_type: EventType,
-    /// When it was accepted.
-    pub created_at: OffsetDateTime,
-    /// Its ordering key, when it has one.
-    pub ordering_key: Option<OrderingKey>,
-}
-
-impl ArchivedEvent {
-    /// The archive position just after this event.
-    pub fn position(&self) -> ArchivePosition {
-        ArchivePosition {
-            at: self.created_at,
-            id: self.id.as_str().to_owned(),
-        }
-    }
-}
-
-/// A backfill in progress (G8): the re-enabled subscription, the archive
-/// window it covers, and how far it got.
-#[derive(Debug, Clone, PartialEq)]
-pub struct BackfillJob {
-    /// The tenant.
-    pub tenant: TenantId,
-    /// The re-enabled subscription.
-    pub subscription_id: SubscriptionId,
-    /// Events after this position are still to be looked at.
-    pub after: ArchivePosition,
-    /// The last acceptance time covered.
-    pub until: OffsetDateTime,
-    /// When it started (the pace ramps up from then).
-    pub started_at: OffsetDateTime,
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -22,10 +22,6 @@ use crate::signing::webhook_headers;
 /// and the request.
 const LEASE_MARGIN: Duration = Duration::from_secs(5);
 
-/// How many times a slot's lease is renewed before a request when the
-/// writes since it was taken ate into it.
-const RENEWALS: usize = 3;
-
 /// What preparing a delivery found.
 enum Prepared {
     /// Attempt it.
@@ -136,63 +132,6 @@ impl Engine {
         self.ports.lanes.defer(d, until).await?;
         self.metrics.deferred.fetch_add(1, Ordering::Relaxed);
         Ok(Step::Deferred(until))
-    }
-
-    /// The tenant slot, held for the whole request: the request ends by
-    /// the attempt timeout, and that (with the clocks' allowance) must fall
-    /// within the slot's lease, since another process may take the slot
-    /// from its end on. A lease the writes since it was taken (a slow
-    /// store, its retries) ate into is renewed. `None` when the slot was
-    /// lost or could not be renewed in time: no request may go out (G3).
-    async fn slot_for_the_request(
-        &self,
-        d: &Delivery,
-        mut slot: TenantSlot,
-        hold: Duration,
-    ) -> Option<TenantSlot> {
-        for _ in 0..RENEWALS {
-            let TenantSlot::Held { until, .. } = &slot else {
-                return Some(slot);
-            };
-            let ends =
-                self.ports.clock.now() + self.config.attempt_timeout + super::CLOCK_ALLOWANCE;
-            if ends <= *until {
-                return Some(slot);
-            }
-            match self.ports.lanes.renew_tenant_slot(d, &slot, hold).await {
-                Ok(Some(renewed)) => slot = renewed,
-                Ok(None) => {
-                    warn!(tenant = d.tenant.as_str(), "a tenant slot's lease ended before its request and the slot was taken; the attempt waits");
-                    return None;
-                }
-                Err(e) => {
-                    warn!(tenant = d.tenant.as_str(), error = %e, "renewing a tenant slot failed; the attempt waits");
-                    self.release_slot(d, slot).await;
-                    return None;
-                }
-            }
-        }
-        warn!(
-            tenant = d.tenant.as_str(),
-            "a tenant slot could not be renewed in time for its request; the attempt waits"
-        );
-        self.release_slot(d, slot).await;
-        None
-    }
-
-    /// Gives a tenant slot back; one that cannot be frees itself when its
-    /// lease ends.
-    async fn release_slot(&self, d: &Delivery, slot: TenantSlot) {
-        if slot == TenantSlot::Unbounded {
-            return;
-        }
-        if let Err(e) = self.ports.lanes.release_tenant_slot(d, slot).await {
-            warn!(
-                tenant = d.tenant.as_str(),
-                error = %e,
-                "giving a tenant slot back failed; it frees itself when its lease ends"
-            );
-        }
     }
 
     /// The subscription (read consistently) and the event of a delivery

@@ -6,10 +6,12 @@
 //! injected. The engine never names a backend.
 
 pub mod outside;
+pub mod records;
 pub mod store;
 
 pub use crate::egress::{Dns, SystemDns};
 pub use outside::*;
+pub use records::*;
 pub use store::*;
 
 /// A storage failure. Carries its cause; the API answers 500 or 503

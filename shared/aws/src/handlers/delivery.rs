@@ -14,16 +14,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
-use hooklane_core::domain::{
-    Delivery, DeliveryRecord, DeliveryState, Event, EventId, EventType, SubscriptionId, TenantId,
-};
+use hooklane_core::domain::{Delivery, DeliveryRecord, DeliveryState, SubscriptionId, TenantId};
 use hooklane_core::engine::{Engine, Step};
 use hooklane_core::ports::{End, StoreError};
 use time::OffsetDateTime;
 use tracing::error;
 
+use super::delivery_message::{parse, Message, Parsed};
 use super::{run_groups, Outcome};
-use crate::messages::{After, DeliveryMessage};
+use crate::messages::DeliveryMessage;
 use crate::store::Handover;
 use crate::{AwsStore, Pool};
 
@@ -57,56 +56,6 @@ pub async fn handle(ctx: &Deliver, event: SqsEvent) -> SqsBatchResponse {
     let batch = run_groups(event.records, |m| process_in_pool(ctx, m), Some(&source)).await;
     super::release(ctx.store.sqs(), ctx.store.own_queue_url(), batch.held_back).await;
     batch.response
-}
-
-struct Parsed {
-    tenant: TenantId,
-    sub: SubscriptionId,
-    event: EventId,
-    event_type: EventType,
-    /// The event itself, when the message carries it.
-    carried: Option<Event>,
-    /// Its live lane.
-    lane: u16,
-    /// The fence of an old lane it waits for (a change of lanes).
-    after: Option<After>,
-}
-
-/// What a message on the delivery queue is.
-enum Message {
-    /// A delivery.
-    Delivery(Box<Parsed>),
-    /// The fence of an old lane after a change of lanes.
-    Fence(TenantId, SubscriptionId, After),
-}
-
-fn parse(m: &SqsMessage) -> Result<Message, String> {
-    let body = m.body.as_deref().ok_or("the message has no body")?;
-    let msg: DeliveryMessage = serde_json::from_str(body).map_err(|e| e.to_string())?;
-    let field = |name: &str, e: hooklane_core::domain::Invalid| format!("{name}: {e}");
-    let tenant = TenantId::parse(&msg.tenant).map_err(|e| field("tenant", e))?;
-    if let Some(fence) = msg.fence {
-        let sub =
-            SubscriptionId::parse(&msg.subscription_id).map_err(|e| field("subscription_id", e))?;
-        return Ok(Message::Fence(tenant, sub, fence));
-    }
-    let event = EventId::parse(&msg.event_id).map_err(|e| field("event_id", e))?;
-    Ok(Message::Delivery(Box::new(Parsed {
-        after: msg.after,
-        carried: msg.event.as_ref().and_then(|c| c.event(&tenant, &event)),
-        // A backfill delivery is on the backfill lane: live lane 0 for the
-        // spill and the recovery ramp.
-        lane: if msg.lane.is_some() {
-            0
-        } else {
-            msg.lane_no.unwrap_or(0)
-        },
-        sub: SubscriptionId::parse(&msg.subscription_id)
-            .map_err(|e| field("subscription_id", e))?,
-        event_type: EventType::parse(&msg.event_type).map_err(|e| field("event_type", e))?,
-        tenant,
-        event,
-    })))
 }
 
 /// Parks a delivery that cannot be read (its message or its record) with
@@ -175,13 +124,9 @@ async fn process_in_pool(ctx: &Deliver, m: SqsMessage) -> Outcome {
     }
 }
 
-/// Hands a message of a lane in the slow pool over to the slow queue:
-/// done here, or back at once when the lane came back meanwhile.
-async fn hand_over(ctx: &Deliver, m: &SqsMessage, p: &Parsed) -> Outcome {
-    hand_over_as(ctx, m, &p.tenant, &p.sub, p.lane).await
-}
-
-/// [`hand_over`] for a message of `sub`'s lane `lane`.
+/// Hands a message of `sub`'s lane `lane`, in the slow pool, over to the
+/// slow queue: done here, or back at once when the lane came back
+/// meanwhile.
 async fn hand_over_as(
     ctx: &Deliver,
     m: &SqsMessage,
@@ -291,7 +236,10 @@ async fn process(ctx: &Deliver, m: &SqsMessage) -> (Outcome, bool) {
     };
     let step = if skipped { None } else { step };
     match step {
-        Some(Step::Elsewhere) => (hand_over(ctx, &m, &p).await, false),
+        Some(Step::Elsewhere) => (
+            hand_over_as(ctx, &m, &p.tenant, &p.sub, p.lane).await,
+            false,
+        ),
         Some(Step::Ended(End::Delivered)) => (outcome, true),
         _ => (outcome, false),
     }

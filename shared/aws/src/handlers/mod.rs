@@ -15,6 +15,7 @@
 //! together costs no extra call.
 
 pub mod delivery;
+mod delivery_message;
 pub mod fanout;
 
 use std::future::Future;

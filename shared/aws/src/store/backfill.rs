@@ -12,7 +12,7 @@ use hooklane_core::domain::{ArchivePosition, BackfillJob, Subscription, Subscrip
 use hooklane_core::ports::{Backfills, StoreResult};
 use hooklane_core::record::{from_ms, ms};
 
-use super::subscriptions::{sub_sk, tenant_pk};
+use super::keys::{sub_sk, tenant_pk};
 use super::{backend, corrupt, get_n, get_s, readable, required_n, AwsStore, Item};
 use crate::messages::{dedup_id, BackfillMessage, FanOutMessage};
 use crate::{number_attr, string_attr};

@@ -1,5 +1,5 @@
-//! Dead-letter queue operations for operators (`hooklane dlq`) and for the
-//! API's replay: peek without consuming, selective replay (re-send and
+//! Dead-letter queue operations for operators (`hooklane dlq`, which reaches
+//! them as `hooklane_aws::dlq`) and for the API's replay: peek without consuming, selective replay (re-send and
 //! delete), purge, and full redrive with `StartMessageMoveTask`.
 //!
 //! Peeking receives with a short visibility timeout and hands every message
@@ -16,8 +16,8 @@ use hooklane_core::domain::{
 };
 use hooklane_core::ports::{LaneQueue, NewDelivery, StoreError, StoreResult};
 
+use super::backend;
 use crate::messages::DeliveryMessage;
-use crate::store::backend;
 use crate::AwsStore;
 
 /// How long a peeked message stays hidden before it is handed back.

@@ -14,7 +14,8 @@ use hooklane_core::domain::{
 use hooklane_core::ports::{DeadLetters, StoreResult};
 use hooklane_core::record::{from_ms, ms};
 
-use super::deliveries::{parked_pk, record_pk, record_sk, truncate};
+use super::attrs::truncate;
+use super::keys::{parked_pk, record_pk, record_sk};
 use super::{
     backend, corrupt, get_n, get_s, padded, readable, required_n, took_effect, AwsStore, Item,
 };

@@ -32,205 +32,22 @@
 use std::collections::HashMap;
 
 use async_trait::async_trait;
-use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
-use hooklane_core::domain::{
-    Delivery, DeliveryRecord, DeliveryState, EventId, Retake, SubscriptionId, TenantId,
-};
+use hooklane_core::domain::{Delivery, DeliveryState, Retake, SubscriptionId};
 use hooklane_core::ports::{
-    AttemptLog, End, Finish, LaneQueue, NewDelivery, StoreError, StoreResult, SubscriptionStore,
-    TenantSlot,
+    AttemptLog, End, Finish, LaneQueue, NewDelivery, StoreResult, SubscriptionStore, TenantSlot,
 };
-use hooklane_core::record::{from_ms, ms};
+use hooklane_core::record::ms;
 use time::OffsetDateTime;
 
-use super::{backend, corrupt, get_n, get_s, required_n, AwsStore, Item};
-use crate::messages::{dedup_id, CarriedEvent, DeliveryMessage};
+use super::sending::{message_of, Batch};
+use super::AwsStore;
 
 /// How stale an unchanged health record's `last_attempt_at` may get
 /// before a success writes it again.
 const HEALTH_REFRESH: std::time::Duration = std::time::Duration::from_secs(60);
-/// How often a batch send retries the entries SQS refused.
-const BATCH_RETRIES: usize = 3;
 /// Tries of the write that starts an attempt, each with the SDK's own
 /// retries, before the delivery step fails (its message then comes back).
 const BEGIN_TRIES: u32 = 4;
-
-pub(crate) fn record_pk(sub: &SubscriptionId) -> String {
-    format!("D#{}", sub.as_str())
-}
-
-pub(crate) fn record_sk(event: &EventId) -> String {
-    format!("E#{}", event.as_str())
-}
-
-pub(crate) fn by_event_pk(tenant: &TenantId, event: &EventId) -> String {
-    format!("V#{}#{}", tenant.as_str(), event.as_str())
-}
-
-pub(crate) fn parked_pk(tenant: &TenantId) -> String {
-    format!("P#{}", tenant.as_str())
-}
-
-/// The placements taken for one batch of deliveries, by subscription.
-type Batch = HashMap<SubscriptionId, Option<super::lane_change::Placement>>;
-
-fn message_of(d: &NewDelivery) -> DeliveryMessage {
-    let mut m = DeliveryMessage::new(
-        d.tenant.as_str(),
-        d.subscription_id.as_str(),
-        d.event_id.as_str(),
-        d.event_type.as_str(),
-    );
-    m.event = d.event.as_ref().and_then(CarriedEvent::of);
-    m.lane_no = (d.lanes.get() > 1).then_some(d.lane);
-    m.ordering_key = d.ordering_key.as_ref().map(|k| k.as_str().to_owned());
-    m
-}
-
-impl AwsStore {
-    /// The message of a live delivery, on its lane as the subscription's
-    /// placement says (`lane_change`).
-    /// `batch` keeps each subscription's placement for the rest of the
-    /// batch.
-    async fn placed(&self, d: &NewDelivery, batch: &mut Batch) -> StoreResult<DeliveryMessage> {
-        let p = match batch.get(&d.subscription_id) {
-            Some(p) => p.clone(),
-            None => {
-                let p = self
-                    .settled_placement(&d.tenant, &d.subscription_id)
-                    .await?;
-                batch.insert(d.subscription_id.clone(), p.clone());
-                p
-            }
-        };
-        let mut msg = message_of(d);
-        if let Some(p) = p {
-            let (lane, after) = p.place(d.ordering_key.as_ref(), &d.event_id);
-            msg.lane_no = (p.sent.get() > 1).then_some(lane);
-            msg.after = after;
-        }
-        Ok(msg)
-    }
-
-    /// Queues messages on their lanes: to the queue, or behind the lane's
-    /// spilled deliveries while it spills.
-    pub(crate) async fn dispatch(
-        &self,
-        msgs: Vec<DeliveryMessage>,
-        nonce: &str,
-    ) -> StoreResult<()> {
-        let mut queue = Vec::with_capacity(msgs.len());
-        let mut spill = Vec::new();
-        for mut msg in msgs {
-            if !nonce.is_empty() {
-                msg.nonce = Some(nonce.to_owned());
-            }
-            let tenant = TenantId::parse(&msg.tenant).map_err(|_| corrupt("tenant"))?;
-            let sub = SubscriptionId::parse(&msg.subscription_id)
-                .map_err(|_| corrupt("subscription id"))?;
-            if self
-                .spilling((&tenant, &sub, msg.lane_no.unwrap_or(0)))
-                .await?
-            {
-                spill.push(msg);
-            } else {
-                queue.push(msg);
-            }
-        }
-        self.send_deliveries(&queue, nonce).await?;
-        for msg in spill {
-            if !self.spill(&msg).await? {
-                // The lane stopped spilling after its flag was read:
-                // nothing is left in the spill store, so the queue keeps
-                // the lane's order.
-                self.send_deliveries(std::slice::from_ref(&msg), nonce)
-                    .await?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Sends delivery messages in batches of ten, retrying refused entries;
-    /// `nonce` makes replays distinct from the original send.
-    pub(crate) async fn send_deliveries(
-        &self,
-        msgs: &[DeliveryMessage],
-        nonce: &str,
-    ) -> StoreResult<()> {
-        for chunk in msgs.chunks(10) {
-            let mut pending: Vec<SendMessageBatchRequestEntry> = Vec::with_capacity(chunk.len());
-            for (i, m) in chunk.iter().enumerate() {
-                pending.push(
-                    SendMessageBatchRequestEntry::builder()
-                        .id(i.to_string())
-                        .message_body(m.body().map_err(backend)?)
-                        .message_group_id(m.group())
-                        .message_deduplication_id(dedup_id(&[
-                            &m.event_id,
-                            &m.subscription_id,
-                            m.nonce.as_deref().unwrap_or(nonce),
-                        ]))
-                        .build()
-                        .map_err(backend)?,
-                );
-            }
-            for round in 0..=BATCH_RETRIES {
-                let resp = self
-                    .sqs
-                    .send_message_batch()
-                    .queue_url(&self.settings.delivery_queue_url)
-                    .set_entries(Some(pending.clone()))
-                    .send()
-                    .await
-                    .map_err(backend)?;
-                // An OK response can hide failed entries: resend those.
-                let failed: Vec<String> = resp.failed.iter().map(|f| f.id.clone()).collect();
-                if failed.is_empty() {
-                    break;
-                }
-                warn_if_order_broken(&pending, &failed);
-                if round == BATCH_RETRIES {
-                    return Err(StoreError::Backend(format!(
-                        "SendMessageBatch refused {} entries: {:?}",
-                        failed.len(),
-                        resp.failed
-                            .iter()
-                            .map(|f| f.message.clone())
-                            .collect::<Vec<_>>()
-                    )));
-                }
-                pending.retain(|e| failed.contains(&e.id));
-            }
-        }
-        Ok(())
-    }
-}
-
-/// Says so when SQS refused an entry of a batch but took a later one of
-/// the same lane (message group): the refused one, sent again, then
-/// arrives after it. Entries are refused for throttling or internal
-/// errors, rarely; nothing is lost, but that lane's order is not kept for
-/// the pair, and the error log says which.
-fn warn_if_order_broken(sent: &[SendMessageBatchRequestEntry], failed: &[String]) {
-    for (i, entry) in sent.iter().enumerate() {
-        if !failed.contains(&entry.id) {
-            continue;
-        }
-        let overtaken = sent[i + 1..].iter().any(|later| {
-            !failed.contains(&later.id) && later.message_group_id == entry.message_group_id
-        });
-        if overtaken {
-            tracing::error!(
-                group = entry.message_group_id.as_deref().unwrap_or(""),
-                "SQS refused a delivery message and took a later one of its lane: the refused one is sent again, after it"
-            );
-        }
-    }
-}
-
-pub(crate) fn truncate(text: &str, max: usize) -> String {
-    text.chars().take(max).collect()
-}
 
 #[async_trait]
 impl LaneQueue for AwsStore {
@@ -329,7 +146,7 @@ impl LaneQueue for AwsStore {
                 .map(|(d, _)| d)
             {
                 let (sub, event) = (&d.subscription_id, &d.event_id);
-                crate::dlq::discard_replayed(
+                super::dead_letter_queue::discard_replayed(
                     self,
                     &d.tenant,
                     std::slice::from_ref(sub),
@@ -447,23 +264,4 @@ impl LaneQueue for AwsStore {
             _ => Ok(()),
         }
     }
-}
-
-/// A record's state: one of those the adapter writes.
-pub(crate) fn state_of(item: &Item) -> StoreResult<DeliveryState> {
-    get_s(item, "state")
-        .and_then(DeliveryState::parse)
-        .ok_or_else(|| corrupt("delivery state"))
-}
-
-/// A delivery record as stored.
-pub(crate) fn record_of(item: &Item) -> StoreResult<DeliveryRecord> {
-    Ok(DeliveryRecord {
-        state: state_of(item)?,
-        attempts: required_n(item, "attempts")? as u32,
-        first_attempt_at: get_n(item, "first_attempt_at").map(from_ms),
-        next_attempt_at: get_n(item, "next_attempt_at").map(from_ms),
-        last_status_code: get_n(item, "last_status").map(|c| c as u16),
-        lane: get_n(item, "lane").map(|n| n as u16),
-    })
 }

@@ -28,7 +28,7 @@ use hooklane_core::ports::{Accepted, EventArchive, FanOutBy, StoreError, StoreRe
 use hooklane_core::record::{from_ms, ms};
 use time::OffsetDateTime;
 
-use super::subscriptions::tenant_pk;
+use super::keys::tenant_pk;
 use super::{
     backend, corrupt, get_n, get_s, is_condition_failed, key_of, readable, took_effect, AwsStore,
     Item, RETENTION_SECS,

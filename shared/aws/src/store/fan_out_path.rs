@@ -31,7 +31,7 @@ use hooklane_core::ports::StoreResult;
 use hooklane_core::record::ms;
 use time::OffsetDateTime;
 
-use super::subscriptions::tenant_pk;
+use super::keys::tenant_pk;
 use super::{backend, AwsStore};
 use crate::{number_attr, string_attr};
 

@@ -49,7 +49,8 @@ use hooklane_core::record::ms;
 use time::OffsetDateTime;
 
 use super::attempts::log_pk;
-use super::deliveries::{record_of, record_pk, record_sk};
+use super::keys::{record_pk, record_sk};
+use super::records::record_of;
 use super::{get_n, get_s, padded, took_effect, AwsStore, Item, RETENTION_SECS};
 use crate::messages::dedup_id;
 use crate::{number_attr, string_attr};

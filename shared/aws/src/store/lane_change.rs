@@ -34,7 +34,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use hooklane_core::domain::{lane_of, EventId, LaneCount, OrderingKey, SubscriptionId, TenantId};
 use hooklane_core::ports::StoreResult;
 
-use super::subscriptions::{sub_sk, tenant_pk};
+use super::keys::{sub_sk, tenant_pk};
 use super::{backend, get_n, is_condition_failed, AwsStore, Item};
 use crate::messages::{After, DeliveryMessage};
 use crate::number_attr;

@@ -19,24 +19,33 @@
 //! TTL deletion can be days late, so reads drop expired items in code.
 
 mod attempts;
+mod attrs;
 mod backfill;
+mod batches;
 mod conflicts;
+pub mod dead_letter_queue;
 mod dead_letters;
 mod deliveries;
 mod events;
 mod fan_out_path;
 mod first_attempt;
+mod keys;
 mod lane_change;
 mod lane_flags;
 mod placements;
 mod rates;
 mod records;
 mod resources;
+mod sending;
 mod slow_pool;
 mod spill;
+mod sub_item;
 mod subscriptions;
+mod suspensions;
+mod tenant_lanes;
 mod tenant_share;
 mod type_index;
+mod type_index_known;
 mod views;
 
 use std::collections::HashMap;
@@ -46,12 +55,13 @@ use hooklane_core::ports::{StoreError, StoreResult};
 
 use crate::Settings;
 
-/// How often a `BatchGetItem` asks again for keys left unprocessed.
-const BATCH_GET_RETRIES: u32 = 5;
-
 pub use fan_out_path::fan_out_in_api_from_env;
 pub use resources::Resources;
 pub use slow_pool::Handover;
+
+pub(crate) use attrs::{
+    corrupt, get_n, get_s, key_of, padded, readable, readable_keyed, required_n, time_seq,
+};
 
 /// How long archived items live (TTL), in seconds.
 pub(crate) const RETENTION_SECS: i64 = 14 * 24 * 3600;
@@ -77,12 +87,12 @@ pub struct AwsStore {
     /// Lane placements as last read (shared by clones).
     pub(crate) placements: std::sync::Arc<placements::Placements>,
     /// Tenants' lane counts as last read (shared by clones).
-    pub(crate) tenant_lanes: std::sync::Arc<tenant_share::TenantLanes>,
+    pub(crate) tenant_lanes: std::sync::Arc<tenant_lanes::TenantLanes>,
     /// Tenants seen moved to the ingest queue (shared by clones).
     pub(crate) moved: std::sync::Arc<fan_out_path::MovedTenants>,
     /// Tenants whose fan-out reads through the type index (shared by
     /// clones).
-    pub(crate) type_indexes: std::sync::Arc<type_index::TypeIndexes>,
+    pub(crate) type_indexes: std::sync::Arc<type_index_known::TypeIndexes>,
     /// First attempts begun and not finished, with their starts (shared by
     /// clones).
     pub(crate) first_starts: std::sync::Arc<first_attempt::FirstStarts>,
@@ -169,62 +179,6 @@ impl AwsStore {
             .await
             .map_err(backend)?;
         Ok(resp.item)
-    }
-
-    /// Several items by key (`pk`, `sk`), strongly consistent when
-    /// `consistent`, in `BatchGetItem` calls of 100, asking again for the
-    /// keys DynamoDB left unprocessed; items that do not exist are absent.
-    pub(crate) async fn get_many(
-        &self,
-        keys: Vec<(String, String)>,
-        consistent: bool,
-    ) -> StoreResult<Vec<Item>> {
-        use aws_sdk_dynamodb::types::KeysAndAttributes;
-        let mut found = Vec::new();
-        for chunk in keys.chunks(100) {
-            let mut wanted: Vec<Item> = chunk
-                .iter()
-                .map(|(pk, sk)| {
-                    Item::from([
-                        ("pk".to_owned(), crate::string_attr(pk)),
-                        ("sk".to_owned(), crate::string_attr(sk)),
-                    ])
-                })
-                .collect();
-            for round in 0..=BATCH_GET_RETRIES {
-                if wanted.is_empty() {
-                    break;
-                }
-                if round == BATCH_GET_RETRIES {
-                    return Err(StoreError::Backend(format!(
-                        "BatchGetItem left {} keys unprocessed",
-                        wanted.len()
-                    )));
-                }
-                let ask = KeysAndAttributes::builder()
-                    .set_keys(Some(std::mem::take(&mut wanted)))
-                    .consistent_read(consistent)
-                    .build()
-                    .map_err(backend)?;
-                let resp = self
-                    .ddb
-                    .batch_get_item()
-                    .request_items(&self.settings.table, ask)
-                    .send()
-                    .await
-                    .map_err(backend)?;
-                if let Some(mut items) = resp.responses {
-                    found.extend(items.remove(&self.settings.table).unwrap_or_default());
-                }
-                if let Some(mut left) = resp.unprocessed_keys {
-                    if let Some(k) = left.remove(&self.settings.table) {
-                        wanted = k.keys;
-                        tokio::time::sleep(std::time::Duration::from_millis(50 << round)).await;
-                    }
-                }
-            }
-        }
-        Ok(found)
     }
 
     /// The same adapter over another DynamoDB client (tests observe the
@@ -339,81 +293,4 @@ where
 /// report the write as refused.
 pub(crate) fn write_token() -> String {
     ulid::Ulid::generate().to_string()
-}
-
-/// A zero-padded number, so string sort keys sort numerically.
-pub(crate) fn padded(n: i64) -> String {
-    format!("{n:020}")
-}
-
-/// A sequence number that orders by time: milliseconds × 1000 plus a
-/// random part, unique enough within one key.
-pub(crate) fn time_seq(now: time::OffsetDateTime) -> i64 {
-    hooklane_core::record::ms(now) * 1000 + (rand_part() % 1000)
-}
-
-fn rand_part() -> i64 {
-    use std::sync::atomic::{AtomicI64, Ordering};
-    static COUNTER: AtomicI64 = AtomicI64::new(0);
-    COUNTER.fetch_add(1, Ordering::Relaxed)
-}
-
-/// Reads a string attribute.
-pub(crate) fn get_s<'a>(item: &'a Item, key: &str) -> Option<&'a str> {
-    item.get(key)
-        .and_then(|v| v.as_s().ok())
-        .map(String::as_str)
-}
-
-/// Reads a number attribute.
-pub(crate) fn get_n(item: &Item, key: &str) -> Option<i64> {
-    item.get(key)
-        .and_then(|v| v.as_n().ok())
-        .and_then(|n| n.parse().ok())
-}
-
-/// Reads a number attribute that every item of its kind has.
-pub(crate) fn required_n(item: &Item, key: &str) -> StoreResult<i64> {
-    get_n(item, key).ok_or_else(|| corrupt(key))
-}
-
-/// A stored item that does not parse back.
-pub(crate) fn corrupt(what: &str) -> StoreError {
-    StoreError::Unreadable(format!("stored {what} does not parse"))
-}
-
-/// An item's key, for reports.
-pub(crate) fn key_of(item: &Item) -> String {
-    format!(
-        "{}/{}",
-        get_s(item, "pk").unwrap_or("(no pk)"),
-        get_s(item, "sk").unwrap_or("(no sk)")
-    )
-}
-
-/// Parses one item of a list read: an item that does not parse is kept,
-/// reported with its key ([`hooklane_core::record::unreadable`]) and left
-/// out (`None`), so one bad record never fails a list.
-pub(crate) fn readable<T>(
-    kind: &str,
-    item: &Item,
-    parsed: StoreResult<T>,
-) -> StoreResult<Option<T>> {
-    readable_keyed(kind, &key_of(item), parsed)
-}
-
-/// [`readable`] for an item already consumed by its parse, by its key.
-pub(crate) fn readable_keyed<T>(
-    kind: &str,
-    key: &str,
-    parsed: StoreResult<T>,
-) -> StoreResult<Option<T>> {
-    match parsed {
-        Ok(v) => Ok(Some(v)),
-        Err(StoreError::Unreadable(why)) => {
-            hooklane_core::record::unreadable(kind, key, &why);
-            Ok(None)
-        }
-        Err(e) => Err(e),
-    }
 }

@@ -22,7 +22,7 @@ use hooklane_core::domain::{SubscriptionId, TenantId};
 use hooklane_core::ports::StoreResult;
 use time::OffsetDateTime;
 
-use super::subscriptions::{sub_sk, tenant_pk};
+use super::keys::{sub_sk, tenant_pk};
 use super::{backend, get_s, is_condition_failed, padded, time_seq, took_effect, AwsStore, Item};
 use crate::messages::DeliveryMessage;
 use crate::{number_attr, string_attr};

@@ -6,118 +6,13 @@
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::AttributeValue;
 use hooklane_core::domain::{EventType, Health, Subscription, SubscriptionId, TenantId};
-use hooklane_core::ports::{StoreResult, SubscriptionStore, Suspensions};
+use hooklane_core::ports::{StoreResult, SubscriptionStore};
 use hooklane_core::record::{ms, SubscriptionRecord};
 
-use super::{
-    backend, corrupt, get_s, is_condition_failed, key_of, readable_keyed, took_effect, AwsStore,
-    Item,
-};
+use super::keys::{sub_sk, tenant_pk};
+use super::sub_item::{editable_fields, from_item, to_item, EDITABLE};
+use super::{backend, get_s, is_condition_failed, key_of, readable_keyed, took_effect, AwsStore};
 use crate::{number_attr, string_attr};
-
-/// The partition key of a tenant.
-pub(crate) fn tenant_pk(tenant: &TenantId) -> String {
-    format!("T#{}", tenant.as_str())
-}
-
-/// The sort key of a subscription.
-pub(crate) fn sub_sk(id: &SubscriptionId) -> String {
-    format!("S#{}", id.as_str())
-}
-
-fn to_item(sub: &Subscription) -> StoreResult<Item> {
-    let mut item: Item = serde_dynamo::to_item(SubscriptionRecord::from(sub)).map_err(backend)?;
-    item.insert("pk".into(), string_attr(tenant_pk(&sub.tenant)));
-    item.insert("sk".into(), string_attr(sub_sk(&sub.id)));
-    Ok(item)
-}
-
-/// Parses a subscription item with its spilling lanes; `None` for a
-/// tombstone.
-pub(crate) fn from_item(item: Item) -> StoreResult<Option<(Subscription, Vec<u16>)>> {
-    if item.contains_key("deleted_at") {
-        return Ok(None);
-    }
-    let spilling = super::spill::spilling_lanes(&item);
-    let rec: SubscriptionRecord =
-        serde_dynamo::from_item(item).map_err(|_| corrupt("subscription"))?;
-    Subscription::try_from(rec)
-        .map(|sub| Some((sub, spilling)))
-        .map_err(|_| corrupt("subscription"))
-}
-
-/// The attributes an update may change, each through a placeholder:
-/// several are DynamoDB reserved words (`url`, among others).
-const EDITABLE: &[(&str, &str)] = &[
-    ("#url", "url"),
-    ("#filters", "filters"),
-    ("#metadata", "metadata"),
-    ("#secret", "secret"),
-    ("#updated", "updated_at"),
-    ("#description", "description"),
-    ("#prev", "prev_secret"),
-    ("#prev_exp", "prev_secret_expires_at"),
-    ("#lanes", "lanes"),
-    ("#rate", "rate_limit"),
-];
-
-/// The update expression of a subscription's editable fields and secrets,
-/// and its values: absent optional fields are removed. Health, status and
-/// lane state are other writes' and stay as they are.
-fn editable_fields(
-    rec: &SubscriptionRecord,
-) -> StoreResult<(String, Vec<(&'static str, AttributeValue)>)> {
-    let mut set = vec![
-        "#url = :url",
-        "#filters = :filters",
-        "#metadata = :metadata",
-        "#secret = :secret",
-        "#updated = :updated",
-        "#lanes = :lanes",
-    ];
-    let mut remove = Vec::new();
-    let mut values = vec![
-        (":url", string_attr(rec.url.clone())),
-        (
-            ":filters",
-            serde_dynamo::to_attribute_value(&rec.filters).map_err(backend)?,
-        ),
-        (
-            ":metadata",
-            serde_dynamo::to_attribute_value(&rec.metadata).map_err(backend)?,
-        ),
-        (":secret", string_attr(rec.secret.clone())),
-        (":updated", number_attr(rec.updated_at)),
-        (":lanes", number_attr(rec.lanes)),
-    ];
-    match &rec.description {
-        Some(d) => {
-            set.push("#description = :description");
-            values.push((":description", string_attr(d.clone())));
-        }
-        None => remove.push("#description"),
-    }
-    match rec.rate_limit {
-        Some(n) => {
-            set.push("#rate = :rate");
-            values.push((":rate", number_attr(n)));
-        }
-        None => remove.push("#rate"),
-    }
-    match (&rec.prev_secret, rec.prev_secret_expires_at) {
-        (Some(p), Some(exp)) => {
-            set.push("#prev = :prev, #prev_exp = :prev_exp");
-            values.push((":prev", string_attr(p.clone())));
-            values.push((":prev_exp", number_attr(exp)));
-        }
-        _ => remove.push("#prev, #prev_exp"),
-    }
-    let mut expression = format!("SET {}", set.join(", "));
-    if !remove.is_empty() {
-        expression.push_str(&format!(" REMOVE {}", remove.join(", ")));
-    }
-    Ok((expression, values))
-}
 
 type UpdateBuilder = aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 
@@ -152,34 +47,6 @@ impl AwsStore {
             .send()
             .await;
         took_effect(res).map(|_| ())
-    }
-
-    /// A guarded status change (`ConditionExpression` on the current
-    /// status); `true` only when it took effect.
-    async fn transition(
-        &self,
-        tenant: &TenantId,
-        id: &SubscriptionId,
-        update: &str,
-        (from, to): (&str, &str),
-        values: impl FnOnce(UpdateBuilder) -> UpdateBuilder,
-    ) -> StoreResult<bool> {
-        let req = self
-            .ddb
-            .update_item()
-            .table_name(&self.settings.table)
-            .key("pk", string_attr(tenant_pk(tenant)))
-            .key("sk", string_attr(sub_sk(id)))
-            .update_expression(update)
-            .condition_expression("#status = :from AND attribute_not_exists(deleted_at)")
-            .expression_attribute_names("#status", "status")
-            .expression_attribute_values(":from", string_attr(from))
-            .expression_attribute_values(":to", string_attr(to));
-        match values(req).send().await {
-            Ok(_) => Ok(true),
-            Err(e) if is_condition_failed(&e) => Ok(false),
-            Err(e) => Err(backend(e)),
-        }
     }
 
     /// Every live subscription of a tenant.
@@ -462,61 +329,5 @@ impl SubscriptionStore for AwsStore {
             self.index_if_wide(tenant, &seen, may_index).await;
         }
         Ok(found)
-    }
-}
-
-#[async_trait]
-impl Suspensions for AwsStore {
-    async fn suspend(
-        &self,
-        tenant: &TenantId,
-        id: &SubscriptionId,
-        at: time::OffsetDateTime,
-        reason: &str,
-    ) -> StoreResult<bool> {
-        // The guarded transition: only an active subscription moves.
-        let update =
-            "SET #status = :to, suspended_at = :at, status_reason = :reason, updated_at = :at";
-        self.transition(tenant, id, update, ("active", "suspended"), |req| {
-            req.expression_attribute_values(":at", number_attr(ms(at)))
-                .expression_attribute_values(":reason", string_attr(reason))
-        })
-        .await
-    }
-
-    async fn activate(
-        &self,
-        tenant: &TenantId,
-        id: &SubscriptionId,
-        at: time::OffsetDateTime,
-    ) -> StoreResult<bool> {
-        let health = serde_dynamo::to_attribute_value(Health::default()).map_err(backend)?;
-        let update = "SET #status = :to, health = :health, updated_at = :at REMOVE suspended_at, status_reason";
-        self.transition(tenant, id, update, ("suspended", "active"), |req| {
-            req.expression_attribute_values(":at", number_attr(ms(at)))
-                .expression_attribute_values(":health", health)
-        })
-        .await
-    }
-
-    async fn set_status_reason(
-        &self,
-        tenant: &TenantId,
-        id: &SubscriptionId,
-        reason: &str,
-    ) -> StoreResult<()> {
-        took_effect(
-            self.ddb
-                .update_item()
-                .table_name(&self.settings.table)
-                .key("pk", string_attr(tenant_pk(tenant)))
-                .key("sk", string_attr(sub_sk(id)))
-                .update_expression("SET status_reason = :r")
-                .condition_expression("attribute_exists(pk)")
-                .expression_attribute_values(":r", string_attr(reason))
-                .send()
-                .await,
-        )
-        .map(|_| ())
     }
 }

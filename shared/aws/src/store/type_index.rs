@@ -36,21 +36,19 @@
 //! indexes a tenant, so that a registration by the version before (which
 //! writes no entries) has ended by then.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::Mutex;
-use std::time::Instant;
+use std::collections::BTreeMap;
 
-use aws_sdk_dynamodb::types::{DeleteRequest, PutRequest, WriteRequest};
 use hooklane_core::domain::{
     EventFilter, EventType, Subscription, SubscriptionId, SubscriptionStatus, TenantId,
 };
 use hooklane_core::ports::{StoreError, StoreResult};
 
-use super::subscriptions::{from_item, sub_sk, tenant_pk};
+use super::batches::{delete, put};
+use super::keys::{sub_sk, tenant_pk};
+use super::sub_item::from_item;
 use super::{backend, get_s, key_of, readable_keyed, took_effect, AwsStore, Item};
 use crate::{number_attr, string_attr};
 use hooklane_core::record::ms;
-
 /// Live subscriptions from which a tenant's fan-out reads through the
 /// index: below, the tenant-wide query (about 1 read unit per 5 or 6
 /// subscriptions) costs less than one query per filter key.
@@ -63,10 +61,6 @@ const PER_QUERY_UNIT: usize = 5;
 const INDEX_WITHIN: std::time::Duration = std::time::Duration::from_secs(5);
 /// `BatchWriteItem` calls at once while a tenant is indexed.
 const INDEX_CALLS: usize = 4;
-/// How long after a failed indexing of a tenant this process tries again.
-const RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(600);
-/// Tries of a batch write or read that leaves items unprocessed.
-const BATCH_TRIES: u32 = 6;
 /// How long after its entries were written a PATCH writes them again,
 /// before its update and after it: a PATCH's entries are never older than
 /// this when its update is sent, and are written again after an update
@@ -76,69 +70,6 @@ pub(crate) const REWRITE_AFTER: std::time::Duration = std::time::Duration::from_
 /// remove it: well over [`REWRITE_AFTER`] and an update call, and any
 /// clock difference between processes.
 const KEEP: std::time::Duration = std::time::Duration::from_secs(600);
-
-/// What this process knows of tenants' indexes (shared by clones).
-#[derive(Debug)]
-pub(crate) struct TypeIndexes {
-    /// Tenants whose index is complete (the marker seen or written), with
-    /// their live subscriptions as last counted.
-    complete: Mutex<HashMap<TenantId, usize>>,
-    /// When this process started.
-    started: Instant,
-    /// Tenants whose indexing failed, and when.
-    failed: Mutex<HashMap<TenantId, Instant>>,
-    /// Subscription items fan-out has read, both ways.
-    read: std::sync::atomic::AtomicU64,
-}
-
-impl Default for TypeIndexes {
-    fn default() -> Self {
-        Self {
-            complete: Mutex::default(),
-            started: Instant::now(),
-            failed: Mutex::default(),
-            read: Default::default(),
-        }
-    }
-}
-
-impl TypeIndexes {
-    fn wide(&self, tenant: &TenantId) -> Option<usize> {
-        self.complete
-            .lock()
-            .expect("type index lock")
-            .get(tenant)
-            .copied()
-    }
-
-    fn mark_complete(&self, tenant: &TenantId, size: usize) {
-        self.complete
-            .lock()
-            .expect("type index lock")
-            .insert(tenant.clone(), size);
-    }
-
-    fn failed(&self, tenant: &TenantId) {
-        let mut failed = self.failed.lock().expect("type index lock");
-        if failed.len() >= 10_000 {
-            failed.clear();
-        }
-        failed.insert(tenant.clone(), Instant::now());
-    }
-
-    fn may_try(&self, tenant: &TenantId) -> bool {
-        self.failed
-            .lock()
-            .expect("type index lock")
-            .get(tenant)
-            .is_none_or(|at| at.elapsed() >= RETRY_AFTER)
-    }
-
-    pub(crate) fn count_read(&self, n: usize) {
-        self.read
-            .fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
-    }
-}
 
 fn entry_pk(tenant: &TenantId, filter: &str) -> String {
     format!("F#{}#{}", tenant.as_str(), filter)
@@ -166,9 +97,7 @@ impl AwsStore {
     /// Subscription items the fan-out has read since this adapter was
     /// made (the measure of what the index saves).
     pub fn fan_out_subscriptions_read(&self) -> u64 {
-        self.type_indexes
-            .read
-            .load(std::sync::atomic::Ordering::Relaxed)
+        self.type_indexes.read_so_far()
     }
 
     /// The tenant's live subscriptions as last counted, when its fan-out
@@ -286,7 +215,7 @@ impl AwsStore {
                         .map(move |f| put(entry(tenant, f.as_str(), id, now)))
                 })
                 .collect::<StoreResult<Vec<_>>>()?;
-            tokio::time::timeout(INDEX_WITHIN, self.write_many(writes))
+            tokio::time::timeout(INDEX_WITHIN, self.write_many(writes, INDEX_CALLS))
                 .await
                 .map_err(|_| {
                     StoreError::Backend(format!(
@@ -413,72 +342,4 @@ impl AwsStore {
             .filter_map(|item| Some((get_s(&item, "sk")?.to_owned(), item)))
             .collect())
     }
-
-    /// Writes in `BatchWriteItem` calls of 25, [`INDEX_CALLS`] at once.
-    async fn write_many(&self, writes: Vec<WriteRequest>) -> StoreResult<()> {
-        use futures::{StreamExt, TryStreamExt};
-        let chunks: Vec<Vec<WriteRequest>> = writes.chunks(25).map(<[_]>::to_vec).collect();
-        futures::stream::iter(chunks)
-            .map(|c| self.write_all(c))
-            .buffer_unordered(INDEX_CALLS)
-            .try_collect::<Vec<()>>()
-            .await
-            .map(|_| ())
-    }
-
-    /// Writes in `BatchWriteItem` calls of 25, asking again for what
-    /// DynamoDB left unprocessed.
-    async fn write_all(&self, writes: Vec<WriteRequest>) -> StoreResult<()> {
-        for chunk in writes.chunks(25) {
-            let mut pending = chunk.to_vec();
-            for _ in 0..BATCH_TRIES {
-                if pending.is_empty() {
-                    break;
-                }
-                let resp = self
-                    .ddb
-                    .batch_write_item()
-                    .request_items(&self.settings.table, std::mem::take(&mut pending))
-                    .send()
-                    .await
-                    .map_err(backend)?;
-                if let Some(left) = resp
-                    .unprocessed_items
-                    .and_then(|mut u| u.remove(&self.settings.table))
-                {
-                    pending = left;
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                }
-            }
-            if !pending.is_empty() {
-                return Err(StoreError::Backend(format!(
-                    "BatchWriteItem left {} type index entries unwritten",
-                    pending.len()
-                )));
-            }
-        }
-        Ok(())
-    }
-}
-
-fn put(item: Item) -> StoreResult<WriteRequest> {
-    Ok(WriteRequest::builder()
-        .put_request(
-            PutRequest::builder()
-                .set_item(Some(item))
-                .build()
-                .map_err(backend)?,
-        )
-        .build())
-}
-
-fn delete(key: Item) -> StoreResult<WriteRequest> {
-    Ok(WriteRequest::builder()
-        .delete_request(
-            DeleteRequest::builder()
-                .set_key(Some(key))
-                .build()
-                .map_err(backend)?,
-        )
-        .build())
 }

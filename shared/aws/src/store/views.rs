@@ -20,8 +20,8 @@ use hooklane_core::domain::{
 };
 use hooklane_core::ports::{DeliveryViews, StoreResult};
 
-use super::deliveries::{by_event_pk, record_pk, record_sk};
 use super::first_attempt::{first_log_key, settled};
+use super::keys::{by_event_pk, record_pk, record_sk};
 use super::{backend, corrupt, get_s, readable, AwsStore, Item};
 use crate::string_attr;
 

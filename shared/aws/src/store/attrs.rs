@@ -1,0 +1,91 @@
+//! Reading and writing the attributes of the table's items, at the bottom
+//! of the store: typed reads of a string or number attribute, sortable
+//! numbers, an item's key for reports, and the rule that one unreadable
+//! item of a list read is reported and left out rather than failing it.
+
+use hooklane_core::ports::{StoreError, StoreResult};
+
+use super::Item;
+
+/// A zero-padded number, so string sort keys sort numerically.
+pub(crate) fn padded(n: i64) -> String {
+    format!("{n:020}")
+}
+
+/// A sequence number that orders by time: milliseconds × 1000 plus a
+/// random part, unique enough within one key.
+pub(crate) fn time_seq(now: time::OffsetDateTime) -> i64 {
+    hooklane_core::record::ms(now) * 1000 + (rand_part() % 1000)
+}
+
+fn rand_part() -> i64 {
+    use std::sync::atomic::{AtomicI64, Ordering};
+    static COUNTER: AtomicI64 = AtomicI64::new(0);
+    COUNTER.fetch_add(1, Ordering::Relaxed)
+}
+
+/// Reads a string attribute.
+pub(crate) fn get_s<'a>(item: &'a Item, key: &str) -> Option<&'a str> {
+    item.get(key)
+        .and_then(|v| v.as_s().ok())
+        .map(String::as_str)
+}
+
+/// Reads a number attribute.
+pub(crate) fn get_n(item: &Item, key: &str) -> Option<i64> {
+    item.get(key)
+        .and_then(|v| v.as_n().ok())
+        .and_then(|n| n.parse().ok())
+}
+
+/// Reads a number attribute that every item of its kind has.
+pub(crate) fn required_n(item: &Item, key: &str) -> StoreResult<i64> {
+    get_n(item, key).ok_or_else(|| corrupt(key))
+}
+
+/// A stored item that does not parse back.
+pub(crate) fn corrupt(what: &str) -> StoreError {
+    StoreError::Unreadable(format!("stored {what} does not parse"))
+}
+
+/// An item's key, for reports.
+pub(crate) fn key_of(item: &Item) -> String {
+    format!(
+        "{}/{}",
+        get_s(item, "pk").unwrap_or("(no pk)"),
+        get_s(item, "sk").unwrap_or("(no sk)")
+    )
+}
+
+/// Parses one item of a list read: an item that does not parse is kept,
+/// reported with its key ([`hooklane_core::record::unreadable`]) and left
+/// out (`None`), so one bad record never fails a list.
+pub(crate) fn readable<T>(
+    kind: &str,
+    item: &Item,
+    parsed: StoreResult<T>,
+) -> StoreResult<Option<T>> {
+    readable_keyed(kind, &key_of(item), parsed)
+}
+
+/// [`readable`] for an item already consumed by its parse, by its key.
+pub(crate) fn readable_keyed<T>(
+    kind: &str,
+    key: &str,
+    parsed: StoreResult<T>,
+) -> StoreResult<Option<T>> {
+    match parsed {
+        Ok(v) => Ok(Some(v)),
+        Err(StoreError::Unreadable(why)) => {
+            hooklane_core::record::unreadable(kind, key, &why);
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The first `max` characters of `text` (an error or a response excerpt
+/// as stored).
+pub(crate) fn truncate(text: &str, max: usize) -> String {
+    text.chars().take(max).collect()
+}

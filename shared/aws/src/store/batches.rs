@@ -1,0 +1,147 @@
+//! Many items at once: `BatchGetItem` in chunks of 100 and
+//! `BatchWriteItem` in chunks of 25, each asking again, a few times and
+//! after a short pause, for what DynamoDB leaves unprocessed (it does when
+//! a partition is throttled), and failing when some is still left.
+
+use aws_sdk_dynamodb::types::{DeleteRequest, PutRequest, WriteRequest};
+use hooklane_core::ports::{StoreError, StoreResult};
+
+use super::{backend, AwsStore, Item};
+
+/// How often a `BatchGetItem` asks again for keys left unprocessed.
+const BATCH_GET_RETRIES: u32 = 5;
+
+/// How often a `BatchWriteItem` chunk is sent, at most.
+const BATCH_TRIES: u32 = 6;
+
+impl AwsStore {
+    /// Several items by key (`pk`, `sk`), strongly consistent when
+    /// `consistent`, in `BatchGetItem` calls of 100, asking again for the
+    /// keys DynamoDB left unprocessed; items that do not exist are absent.
+    pub(crate) async fn get_many(
+        &self,
+        keys: Vec<(String, String)>,
+        consistent: bool,
+    ) -> StoreResult<Vec<Item>> {
+        use aws_sdk_dynamodb::types::KeysAndAttributes;
+        let mut found = Vec::new();
+        for chunk in keys.chunks(100) {
+            let mut wanted: Vec<Item> = chunk
+                .iter()
+                .map(|(pk, sk)| {
+                    Item::from([
+                        ("pk".to_owned(), crate::string_attr(pk)),
+                        ("sk".to_owned(), crate::string_attr(sk)),
+                    ])
+                })
+                .collect();
+            for round in 0..=BATCH_GET_RETRIES {
+                if wanted.is_empty() {
+                    break;
+                }
+                if round == BATCH_GET_RETRIES {
+                    return Err(StoreError::Backend(format!(
+                        "BatchGetItem left {} keys unprocessed",
+                        wanted.len()
+                    )));
+                }
+                let ask = KeysAndAttributes::builder()
+                    .set_keys(Some(std::mem::take(&mut wanted)))
+                    .consistent_read(consistent)
+                    .build()
+                    .map_err(backend)?;
+                let resp = self
+                    .ddb
+                    .batch_get_item()
+                    .request_items(&self.settings.table, ask)
+                    .send()
+                    .await
+                    .map_err(backend)?;
+                if let Some(mut items) = resp.responses {
+                    found.extend(items.remove(&self.settings.table).unwrap_or_default());
+                }
+                if let Some(mut left) = resp.unprocessed_keys {
+                    if let Some(k) = left.remove(&self.settings.table) {
+                        wanted = k.keys;
+                        tokio::time::sleep(std::time::Duration::from_millis(50 << round)).await;
+                    }
+                }
+            }
+        }
+        Ok(found)
+    }
+
+    /// Writes in `BatchWriteItem` calls of 25, `at_once` calls at a time.
+    pub(crate) async fn write_many(
+        &self,
+        writes: Vec<WriteRequest>,
+        at_once: usize,
+    ) -> StoreResult<()> {
+        use futures::{StreamExt, TryStreamExt};
+        let chunks: Vec<Vec<WriteRequest>> = writes.chunks(25).map(<[_]>::to_vec).collect();
+        futures::stream::iter(chunks)
+            .map(|c| self.write_all(c))
+            .buffer_unordered(at_once)
+            .try_collect::<Vec<()>>()
+            .await
+            .map(|_| ())
+    }
+
+    /// Writes in `BatchWriteItem` calls of 25, asking again for what
+    /// DynamoDB left unprocessed.
+    pub(crate) async fn write_all(&self, writes: Vec<WriteRequest>) -> StoreResult<()> {
+        for chunk in writes.chunks(25) {
+            let mut pending = chunk.to_vec();
+            for _ in 0..BATCH_TRIES {
+                if pending.is_empty() {
+                    break;
+                }
+                let resp = self
+                    .ddb
+                    .batch_write_item()
+                    .request_items(&self.settings.table, std::mem::take(&mut pending))
+                    .send()
+                    .await
+                    .map_err(backend)?;
+                if let Some(left) = resp
+                    .unprocessed_items
+                    .and_then(|mut u| u.remove(&self.settings.table))
+                {
+                    pending = left;
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+            }
+            if !pending.is_empty() {
+                return Err(StoreError::Backend(format!(
+                    "BatchWriteItem left {} items unwritten",
+                    pending.len()
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A put of `item` in a `BatchWriteItem`.
+pub(crate) fn put(item: Item) -> StoreResult<WriteRequest> {
+    Ok(WriteRequest::builder()
+        .put_request(
+            PutRequest::builder()
+                .set_item(Some(item))
+                .build()
+                .map_err(backend)?,
+        )
+        .build())
+}
+
+/// A delete of the item at `key` in a `BatchWriteItem`.
+pub(crate) fn delete(key: Item) -> StoreResult<WriteRequest> {
+    Ok(WriteRequest::builder()
+        .delete_request(
+            DeleteRequest::builder()
+                .set_key(Some(key))
+                .build()
+                .map_err(backend)?,
+        )
+        .build())
+}

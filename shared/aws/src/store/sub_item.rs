@@ -1,0 +1,107 @@
+//! A subscription's item: the mapping between the core's `Subscription`
+//! and its DynamoDB item (keys from [`super::keys`], spilling lanes from
+//! [`super::spill`]), and the update expression of its editable fields.
+//! The subscription store and the type index read items through it.
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use hooklane_core::domain::Subscription;
+use hooklane_core::ports::StoreResult;
+use hooklane_core::record::SubscriptionRecord;
+
+use super::keys::{sub_sk, tenant_pk};
+use super::{backend, corrupt, Item};
+use crate::{number_attr, string_attr};
+
+pub(crate) fn to_item(sub: &Subscription) -> StoreResult<Item> {
+    let mut item: Item = serde_dynamo::to_item(SubscriptionRecord::from(sub)).map_err(backend)?;
+    item.insert("pk".into(), string_attr(tenant_pk(&sub.tenant)));
+    item.insert("sk".into(), string_attr(sub_sk(&sub.id)));
+    Ok(item)
+}
+
+/// Parses a subscription item with its spilling lanes; `None` for a
+/// tombstone.
+pub(crate) fn from_item(item: Item) -> StoreResult<Option<(Subscription, Vec<u16>)>> {
+    if item.contains_key("deleted_at") {
+        return Ok(None);
+    }
+    let spilling = super::spill::spilling_lanes(&item);
+    let rec: SubscriptionRecord =
+        serde_dynamo::from_item(item).map_err(|_| corrupt("subscription"))?;
+    Subscription::try_from(rec)
+        .map(|sub| Some((sub, spilling)))
+        .map_err(|_| corrupt("subscription"))
+}
+
+/// The attributes an update may change, each through a placeholder:
+/// several are DynamoDB reserved words (`url`, among others).
+pub(crate) const EDITABLE: &[(&str, &str)] = &[
+    ("#url", "url"),
+    ("#filters", "filters"),
+    ("#metadata", "metadata"),
+    ("#secret", "secret"),
+    ("#updated", "updated_at"),
+    ("#description", "description"),
+    ("#prev", "prev_secret"),
+    ("#prev_exp", "prev_secret_expires_at"),
+    ("#lanes", "lanes"),
+    ("#rate", "rate_limit"),
+];
+
+/// The update expression of a subscription's editable fields and secrets,
+/// and its values: absent optional fields are removed. Health, status and
+/// lane state are other writes' and stay as they are.
+pub(crate) fn editable_fields(
+    rec: &SubscriptionRecord,
+) -> StoreResult<(String, Vec<(&'static str, AttributeValue)>)> {
+    let mut set = vec![
+        "#url = :url",
+        "#filters = :filters",
+        "#metadata = :metadata",
+        "#secret = :secret",
+        "#updated = :updated",
+        "#lanes = :lanes",
+    ];
+    let mut remove = Vec::new();
+    let mut values = vec![
+        (":url", string_attr(rec.url.clone())),
+        (
+            ":filters",
+            serde_dynamo::to_attribute_value(&rec.filters).map_err(backend)?,
+        ),
+        (
+            ":metadata",
+            serde_dynamo::to_attribute_value(&rec.metadata).map_err(backend)?,
+        ),
+        (":secret", string_attr(rec.secret.clone())),
+        (":updated", number_attr(rec.updated_at)),
+        (":lanes", number_attr(rec.lanes)),
+    ];
+    match &rec.description {
+        Some(d) => {
+            set.push("#description = :description");
+            values.push((":description", string_attr(d.clone())));
+        }
+        None => remove.push("#description"),
+    }
+    match rec.rate_limit {
+        Some(n) => {
+            set.push("#rate = :rate");
+            values.push((":rate", number_attr(n)));
+        }
+        None => remove.push("#rate"),
+    }
+    match (&rec.prev_secret, rec.prev_secret_expires_at) {
+        (Some(p), Some(exp)) => {
+            set.push("#prev = :prev, #prev_exp = :prev_exp");
+            values.push((":prev", string_attr(p.clone())));
+            values.push((":prev_exp", number_attr(exp)));
+        }
+        _ => remove.push("#prev, #prev_exp"),
+    }
+    let mut expression = format!("SET {}", set.join(", "));
+    if !remove.is_empty() {
+        expression.push_str(&format!(" REMOVE {}", remove.join(", ")));
+    }
+    Ok((expression, values))
+}

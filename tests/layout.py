@@ -1,0 +1,160 @@
+"""The source layout's rules, checked by the test command (tests/run.sh).
+
+- No source file in `shared/` or `functions/` has more than 400 lines
+  before its unit tests (a file's `#[cfg(test)]` module at the end).
+- No import circle between the modules of `shared/aws/src`: a module
+  that names another (`crate::a::b`, `super::sibling`, `use` or a path in
+  the code) depends on it; a module naming an item of its own parent or
+  ancestor (`super::AwsStore`) is the ordinary Rust nesting and does not
+  count, but everything else does, `pub use` re-exports included.
+
+Prints each breach and exits 1 when there is one.
+"""
+
+import pathlib
+import re
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+MAX_LINES = 400
+AWS_SRC = ROOT / "shared" / "aws" / "src"
+
+
+def code_lines(path):
+    """The file's lines before its unit-test module."""
+    lines = path.read_text().splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("#[cfg(test)]"):
+            return lines[:i]
+    return lines
+
+
+def long_files():
+    out = []
+    for top in ("shared", "functions"):
+        for path in sorted((ROOT / top).rglob("*.rs")):
+            rel = path.relative_to(ROOT)
+            if "target" in rel.parts or "tests" in rel.parts:
+                continue
+            if path.stem == "tests" or path.stem.endswith("_tests"):
+                continue
+            n = len(code_lines(path))
+            if n > MAX_LINES:
+                out.append(f"{rel}: {n} lines before its tests (at most {MAX_LINES})")
+    return out
+
+
+def module_of(path):
+    """A file's module path under `shared/aws/src`, as a tuple."""
+    rel = path.relative_to(AWS_SRC).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] in ("mod", "lib"):
+        parts.pop()
+    return tuple(parts)
+
+
+def strip_comments(text):
+    text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
+    return "\n".join(line.split("//", 1)[0] for line in text.splitlines())
+
+
+PATH = re.compile(r"\b(crate|super)((?:::(?:super|\w+))+)")
+GROUP = re.compile(r"\b(crate|super)((?:::\w+)*)::\{([^}]*)\}")
+
+
+def referenced(module, text, modules):
+    """The modules `text` (of `module`) names."""
+    found = set()
+
+    def resolve(head, rest):
+        base = () if head == "crate" else module[:-1]
+        parts = [p for p in rest.split("::") if p]
+        while parts and parts[0] == "super":
+            base = base[:-1]
+            parts.pop(0)
+        target = base
+        best = base if base in modules else None
+        for p in parts:
+            target = target + (p,)
+            if target in modules:
+                best = target
+            else:
+                break
+        return best
+
+    for m in GROUP.finditer(text):
+        head, rest, names = m.group(1), m.group(2), m.group(3)
+        for name in names.split(","):
+            name = name.strip().split(" as ")[0]
+            if name:
+                found.add(resolve(head, f"{rest}::{name}"))
+    for m in PATH.finditer(GROUP.sub("", text)):
+        found.add(resolve(m.group(1), m.group(2)))
+    # A child module named by its own name (`first_attempt::FirstStarts`).
+    children = {t[-1] for t in modules if t[:-1] == module and len(t) == len(module) + 1}
+    for child in children:
+        body = re.sub(r"^\s*(pub(\([^)]*\))?\s+)?mod\s+\w+;", "", text, flags=re.M)
+        if re.search(rf"(?<![:\w]){child}::", body):
+            found.add(module + (child,))
+    found.discard(None)
+    # Naming an item of one's own parent or ancestor is nesting, not a
+    # dependency.
+    return {t for t in found if t != module and module[: len(t)] != t}
+
+
+def circles():
+    files = {module_of(p): p for p in AWS_SRC.rglob("*.rs")}
+    modules = set(files)
+    graph = {
+        m: referenced(m, strip_comments(code_text(p)), modules) for m, p in files.items()
+    }
+    # Tarjan's strongly connected components.
+    index, low, stack, on, out = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(comp)
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    name = lambda m: "::".join(m) or "lib"
+    return [
+        "import circle in shared/aws: " + " <-> ".join(sorted(name(m) for m in comp))
+        for comp in out
+    ]
+
+
+def code_text(path):
+    return "\n".join(code_lines(path))
+
+
+def main():
+    breaches = long_files() + circles()
+    for b in breaches:
+        print(b)
+    if breaches:
+        sys.exit(1)
+    print("layout: no file over 400 lines, no import circle in shared/aws")
+
+
+if __name__ == "__main__":
+    sys.setrecursionlimit(10000)
+    main()
