@@ -114,7 +114,9 @@ fn bad(var: &'static str, reason: impl Into<String>) -> ConfigError {
     }
 }
 
-fn parse_bool(var: &'static str, raw: &str) -> Result<bool, ConfigError> {
+/// A yes-or-no setting: `true`/`false` (or `1`/`0`, `yes`/`no`, `on`/`off`);
+/// anything else is refused naming `var`.
+pub fn parse_bool(var: &'static str, raw: &str) -> Result<bool, ConfigError> {
     match raw.trim().to_ascii_lowercase().as_str() {
         "1" | "true" | "yes" | "on" => Ok(true),
         "0" | "false" | "no" | "off" | "" => Ok(false),

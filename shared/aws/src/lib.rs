@@ -75,7 +75,7 @@ impl Settings {
             slow_queue_url: std::env::var("HOOKLANE_SLOW_QUEUE_URL")
                 .ok()
                 .filter(|u| !u.is_empty()),
-            fan_out_in_api: store::fan_out_in_api_from_env(),
+            fan_out_in_api: store::fan_out_in_api_from_env()?,
             type_index_settle: TYPE_INDEX_SETTLE,
         })
     }

@@ -102,7 +102,7 @@ impl Resources {
             delivery_queue_url: delivery_url,
             dlq_url,
             slow_queue_url: Some(slow_url),
-            fan_out_in_api: super::fan_out_path::fan_out_in_api_from_env(),
+            fan_out_in_api: super::fan_out_path::fan_out_in_api_from_env()?,
             // One process on resources it created or found: `serve
             // --backend aws` runs no older version beside it. (A table an
             // older version used is indexed on its wide tenants' next
