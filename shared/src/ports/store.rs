@@ -9,8 +9,9 @@ use time::OffsetDateTime;
 
 use super::StoreResult;
 use crate::domain::{
-    fnv1a64, lane_of, ArchivePosition, ArchivedEvent, Attempt, Delivery, Event, EventId, EventType,
-    Health, LaneCount, OrderingKey, Retake, Subscription, SubscriptionId, TenantId,
+    fnv1a64, lane_of, ArchivePosition, ArchivedEvent, Attempt, Delivery, DeliveryState, Event,
+    EventId, EventType, Health, LaneCount, OrderingKey, Retake, Subscription, SubscriptionId,
+    TenantId,
 };
 
 /// Subscriptions, with tombstones: a deleted subscription is never
@@ -254,6 +255,20 @@ pub enum End {
     Held,
 }
 
+impl End {
+    /// The state a delivery's record takes when its turn ends so: the one
+    /// mapping every store writes.
+    pub fn state(&self) -> DeliveryState {
+        match self {
+            End::Delivered => DeliveryState::Delivered,
+            End::Retry(_) => DeliveryState::Pending,
+            End::Parked(_) => DeliveryState::Parked,
+            End::Dropped => DeliveryState::Dropped,
+            End::Held => DeliveryState::Held,
+        }
+    }
+}
+
 /// What a lane records when a delivery's turn ends: how it ended, the
 /// attempt for the log (when one was made), and the subscription's health
 /// record (when the retry sequence ended: delivered or parked). Each
@@ -363,4 +378,20 @@ pub trait LaneQueue: Send + Sync {
         rule: Retake,
         backfill: bool,
     ) -> StoreResult<Vec<bool>>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::End;
+    use crate::domain::DeliveryState;
+
+    #[test]
+    fn each_end_of_a_turn_leaves_its_one_record_state() {
+        let at = time::OffsetDateTime::UNIX_EPOCH;
+        assert_eq!(End::Delivered.state(), DeliveryState::Delivered);
+        assert_eq!(End::Retry(at).state(), DeliveryState::Pending);
+        assert_eq!(End::Parked("gone".into()).state(), DeliveryState::Parked);
+        assert_eq!(End::Dropped.state(), DeliveryState::Dropped);
+        assert_eq!(End::Held.state(), DeliveryState::Held);
+    }
 }

@@ -113,12 +113,11 @@ impl LaneQueue for SqliteStore {
             if let Some(h) = &finish.health {
                 super::subscriptions::write_health(conn, &tenant, &sub, h)?;
             }
-            let (state, next, reason, parked) = match &finish.end {
-                End::Delivered => (DeliveryState::Delivered, None, None, None),
-                End::Retry(at) => (DeliveryState::Pending, Some(ms(*at)), None, None),
-                End::Parked(reason) => (DeliveryState::Parked, None, Some(reason.clone()), Some(now)),
-                End::Dropped => (DeliveryState::Dropped, None, None, None),
-                End::Held => (DeliveryState::Held, None, None, None),
+            let state = finish.end.state();
+            let (next, reason, parked) = match &finish.end {
+                End::Retry(at) => (Some(ms(*at)), None, None),
+                End::Parked(reason) => (None, Some(reason.clone()), Some(now)),
+                End::Delivered | End::Dropped | End::Held => (None, None, None),
             };
             let last = finish.attempt.as_ref();
             conn.prepare_cached(

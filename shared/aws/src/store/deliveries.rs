@@ -32,7 +32,7 @@
 use std::collections::HashMap;
 
 use async_trait::async_trait;
-use hooklane_core::domain::{Delivery, DeliveryState, Retake, SubscriptionId};
+use hooklane_core::domain::{Delivery, Retake, SubscriptionId};
 use hooklane_core::ports::{
     AttemptLog, End, Finish, LaneQueue, NewDelivery, StoreResult, SubscriptionStore, TenantSlot,
 };
@@ -197,14 +197,8 @@ impl LaneQueue for AwsStore {
     }
 
     async fn finish(&self, d: &Delivery, finish: &Finish) -> StoreResult<()> {
-        match finish.end {
-            End::Held => return self.end_unattempted_settled(d, DeliveryState::Held).await,
-            End::Dropped => {
-                return self
-                    .end_unattempted_settled(d, DeliveryState::Dropped)
-                    .await
-            }
-            _ => {}
+        if matches!(finish.end, End::Held | End::Dropped) {
+            return self.end_unattempted_settled(d, finish.end.state()).await;
         }
         // The first attempt's start, noted at its begin, is forgotten
         // whatever happens next.

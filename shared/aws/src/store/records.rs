@@ -215,13 +215,11 @@ impl AwsStore {
             set.push("last_error = :error");
             req = req.expression_attribute_values(":error", string_attr(truncate(err, 1000)));
         }
-        let state = match &finish.end {
-            End::Delivered => DeliveryState::Delivered,
-            End::Dropped | End::Held => DeliveryState::Dropped,
+        let state = finish.end.state();
+        match &finish.end {
             End::Retry(at) => {
                 set.push("next_attempt_at = :next");
                 req = req.expression_attribute_values(":next", number_attr(ms(*at)));
-                DeliveryState::Pending
             }
             End::Parked(reason) => {
                 set.push("reason = :reason, parked_at = :updated, gsi2pk = :g2, gsi2sk = :g2s");
@@ -229,9 +227,9 @@ impl AwsStore {
                     .expression_attribute_values(":reason", string_attr(truncate(reason, 1000)))
                     .expression_attribute_values(":g2", string_attr(parked_pk(&d.tenant)))
                     .expression_attribute_values(":g2s", string_attr(padded(time_seq(now))));
-                DeliveryState::Parked
             }
-        };
+            End::Delivered | End::Dropped | End::Held => {}
+        }
         // A delivery never attempted has no record: nothing to finish. A
         // later attempt started meanwhile (after this one's lease) has its
         // own outcome to write.
