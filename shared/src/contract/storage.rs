@@ -253,6 +253,11 @@ pub async fn suspension_is_a_guarded_transition(h: &dyn Harness) {
     let got = subs.get(&t, &sub.id).await.expect("get").expect("kept");
     assert_eq!(got.status, SubscriptionStatus::Suspended);
     assert_eq!(got.status_reason.as_deref(), Some("permanent failures"));
+    assert!(got.suspended_at.is_some(), "suspended_at set");
+    assert_eq!(
+        got.health.consecutive_failures, 7,
+        "a suspension keeps the health record that caused it"
+    );
     assert_eq!(got.secret, sub.secret, "secret survives");
     assert_eq!(got.filters, sub.filters, "filters survive");
     let ty = EventType::parse("a.b").expect("type");
@@ -278,4 +283,8 @@ pub async fn suspension_is_a_guarded_transition(h: &dyn Harness) {
     assert_eq!(got.status, SubscriptionStatus::Active);
     assert_eq!(got.health.consecutive_failures, 0, "health reset");
     assert!(got.suspended_at.is_none());
+    assert_eq!(
+        got.status_reason, None,
+        "the reason goes with the suspension"
+    );
 }

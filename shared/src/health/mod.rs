@@ -260,7 +260,9 @@ pub fn backfill_interval(rate: f64, since_start: Duration) -> Duration {
 }
 
 mod breaker;
+mod status;
 pub use breaker::*;
+pub use status::StatusChange;
 
 #[cfg(test)]
 mod tests;

@@ -13,6 +13,7 @@ use crate::domain::{
     EventId, EventType, Health, LaneCount, OrderingKey, Retake, Subscription, SubscriptionId,
     TenantId,
 };
+use crate::health::StatusChange;
 
 /// Subscriptions, with tombstones: a deleted subscription is never
 /// returned again.
@@ -53,23 +54,36 @@ pub trait SubscriptionStore: Send + Sync {
 /// The guarded status transitions of endpoint health (G8).
 #[async_trait]
 pub trait Suspensions: Send + Sync {
-    /// `active` → `suspended`: `true` only for the one caller whose
-    /// transition took effect.
+    /// Applies `change` ([`StatusChange`], the core's rule) in one
+    /// conditional write while the subscription has `change.from` and is
+    /// not deleted: `true` only for the one caller whose change took effect.
+    async fn change_status(
+        &self,
+        tenant: &TenantId,
+        id: &SubscriptionId,
+        change: &StatusChange,
+    ) -> StoreResult<bool>;
+    /// `active` → `suspended` ([`StatusChange::suspend`]).
     async fn suspend(
         &self,
         tenant: &TenantId,
         id: &SubscriptionId,
         at: OffsetDateTime,
         reason: &str,
-    ) -> StoreResult<bool>;
-    /// `suspended` → `active`, resetting health; `true` when it took
-    /// effect.
+    ) -> StoreResult<bool> {
+        let change = StatusChange::suspend(at, reason);
+        self.change_status(tenant, id, &change).await
+    }
+    /// `suspended` → `active`, resetting health ([`StatusChange::activate`]).
     async fn activate(
         &self,
         tenant: &TenantId,
         id: &SubscriptionId,
         at: OffsetDateTime,
-    ) -> StoreResult<bool>;
+    ) -> StoreResult<bool> {
+        let change = StatusChange::activate(at);
+        self.change_status(tenant, id, &change).await
+    }
     /// Records why a suspended subscription stays suspended.
     async fn set_status_reason(
         &self,

@@ -8,6 +8,7 @@ use rusqlite::{params, Connection, OptionalExtension, Row};
 
 use super::{corrupt, ms, readable, SqliteStore};
 use crate::domain::{EventType, Health, Subscription, SubscriptionId, TenantId};
+use crate::health::StatusChange;
 use crate::ports::{StoreResult, SubscriptionStore, Suspensions};
 use crate::record::SubscriptionRecord;
 
@@ -240,40 +241,30 @@ impl SubscriptionStore for SqliteStore {
 
 #[async_trait]
 impl Suspensions for SqliteStore {
-    async fn suspend(
+    async fn change_status(
         &self,
         tenant: &TenantId,
         id: &SubscriptionId,
-        at: time::OffsetDateTime,
-        reason: &str,
-    ) -> StoreResult<bool> {
-        let (tenant, id, reason) = (tenant.clone(), id.clone(), reason.to_owned());
-        self.write(move |conn| {
-            // The guarded transition: only an active subscription moves.
-            let n = conn.execute(
-                "UPDATE subscriptions SET status = 'suspended', suspended_at = ?3, status_reason = ?4, \
-                 updated_at = ?3 WHERE id = ?1 AND tenant = ?2 AND status = 'active' AND deleted_at IS NULL",
-                params![id.as_str(), tenant.as_str(), ms(at), reason],
-            )?;
-            Ok(n == 1)
-        })
-        .await
-    }
-
-    async fn activate(
-        &self,
-        tenant: &TenantId,
-        id: &SubscriptionId,
-        at: time::OffsetDateTime,
+        change: &StatusChange,
     ) -> StoreResult<bool> {
         let (tenant, id) = (tenant.clone(), id.clone());
-        let health = json(&Health::default());
+        let health = change.health.as_ref().map(json);
+        let change = change.clone();
         self.write(move |conn| {
             let n = conn.execute(
-                "UPDATE subscriptions SET status = 'active', suspended_at = NULL, status_reason = NULL, \
-                 health = ?4, updated_at = ?3 \
-                 WHERE id = ?1 AND tenant = ?2 AND status = 'suspended' AND deleted_at IS NULL",
-                params![id.as_str(), tenant.as_str(), ms(at), health],
+                "UPDATE subscriptions SET status = ?4, suspended_at = ?5, status_reason = ?6, \
+                 health = COALESCE(?7, health), updated_at = ?8 \
+                 WHERE id = ?1 AND tenant = ?2 AND status = ?3 AND deleted_at IS NULL",
+                params![
+                    id.as_str(),
+                    tenant.as_str(),
+                    change.from.as_str(),
+                    change.to.as_str(),
+                    change.suspended_at.map(ms),
+                    change.reason,
+                    health,
+                    ms(change.at),
+                ],
             )?;
             Ok(n == 1)
         })

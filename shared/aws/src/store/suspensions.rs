@@ -4,7 +4,8 @@
 //! write, and the status reason beside them.
 
 use async_trait::async_trait;
-use hooklane_core::domain::{Health, SubscriptionId, TenantId};
+use hooklane_core::domain::{SubscriptionId, TenantId};
+use hooklane_core::health::StatusChange;
 use hooklane_core::ports::{StoreResult, Suspensions};
 use hooklane_core::record::ms;
 
@@ -12,31 +13,53 @@ use super::keys::{sub_sk, tenant_pk};
 use super::{backend, is_condition_failed, took_effect, AwsStore};
 use crate::{number_attr, string_attr};
 
-type UpdateBuilder = aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
-
 impl AwsStore {
-    /// A guarded status change (`ConditionExpression` on the current
-    /// status); `true` only when it took effect.
-    async fn transition(
+    /// The conditional write of a status change: the new status and
+    /// `updated_at`, `suspended_at` and the reason set or removed, the
+    /// health record when the change gives one.
+    async fn write_change(
         &self,
         tenant: &TenantId,
         id: &SubscriptionId,
-        update: &str,
-        (from, to): (&str, &str),
-        values: impl FnOnce(UpdateBuilder) -> UpdateBuilder,
+        change: &StatusChange,
     ) -> StoreResult<bool> {
-        let req = self
+        let mut set = vec!["#status = :to", "updated_at = :at"];
+        let mut remove = Vec::new();
+        let mut req = self
             .ddb
             .update_item()
             .table_name(&self.settings.table)
             .key("pk", string_attr(tenant_pk(tenant)))
             .key("sk", string_attr(sub_sk(id)))
-            .update_expression(update)
             .condition_expression("#status = :from AND attribute_not_exists(deleted_at)")
             .expression_attribute_names("#status", "status")
-            .expression_attribute_values(":from", string_attr(from))
-            .expression_attribute_values(":to", string_attr(to));
-        match values(req).send().await {
+            .expression_attribute_values(":from", string_attr(change.from.as_str()))
+            .expression_attribute_values(":to", string_attr(change.to.as_str()))
+            .expression_attribute_values(":at", number_attr(ms(change.at)));
+        match change.suspended_at {
+            Some(t) => {
+                set.push("suspended_at = :sat");
+                req = req.expression_attribute_values(":sat", number_attr(ms(t)));
+            }
+            None => remove.push("suspended_at"),
+        }
+        match &change.reason {
+            Some(r) => {
+                set.push("status_reason = :reason");
+                req = req.expression_attribute_values(":reason", string_attr(r));
+            }
+            None => remove.push("status_reason"),
+        }
+        if let Some(h) = &change.health {
+            set.push("health = :health");
+            let health = serde_dynamo::to_attribute_value(h).map_err(backend)?;
+            req = req.expression_attribute_values(":health", health);
+        }
+        let mut update = format!("SET {}", set.join(", "));
+        if !remove.is_empty() {
+            update.push_str(&format!(" REMOVE {}", remove.join(", ")));
+        }
+        match req.update_expression(update).send().await {
             Ok(_) => Ok(true),
             Err(e) if is_condition_failed(&e) => Ok(false),
             Err(e) => Err(backend(e)),
@@ -46,36 +69,13 @@ impl AwsStore {
 
 #[async_trait]
 impl Suspensions for AwsStore {
-    async fn suspend(
+    async fn change_status(
         &self,
         tenant: &TenantId,
         id: &SubscriptionId,
-        at: time::OffsetDateTime,
-        reason: &str,
+        change: &StatusChange,
     ) -> StoreResult<bool> {
-        // The guarded transition: only an active subscription moves.
-        let update =
-            "SET #status = :to, suspended_at = :at, status_reason = :reason, updated_at = :at";
-        self.transition(tenant, id, update, ("active", "suspended"), |req| {
-            req.expression_attribute_values(":at", number_attr(ms(at)))
-                .expression_attribute_values(":reason", string_attr(reason))
-        })
-        .await
-    }
-
-    async fn activate(
-        &self,
-        tenant: &TenantId,
-        id: &SubscriptionId,
-        at: time::OffsetDateTime,
-    ) -> StoreResult<bool> {
-        let health = serde_dynamo::to_attribute_value(Health::default()).map_err(backend)?;
-        let update = "SET #status = :to, health = :health, updated_at = :at REMOVE suspended_at, status_reason";
-        self.transition(tenant, id, update, ("suspended", "active"), |req| {
-            req.expression_attribute_values(":at", number_attr(ms(at)))
-                .expression_attribute_values(":health", health)
-        })
-        .await
+        self.write_change(tenant, id, change).await
     }
 
     async fn set_status_reason(
