@@ -46,9 +46,7 @@ pub(super) async fn list(
         .transpose()?;
     let mut items = state
         .engine
-        .ports
-        .dead_letters
-        .list(&tenant, sub.as_ref(), page.seq(), page.limit + 1)
+        .dead_letters(&tenant, sub.as_ref(), page.seq(), page.limit + 1)
         .await?;
     let next = next_cursor(&mut items, page.limit, |(seq, _)| seq.to_string());
     let items: Vec<Value> = items
@@ -94,11 +92,10 @@ pub(super) async fn replay(
                 .collect::<Result<Vec<_>, _>>()?,
         ),
     };
-    let ports = &state.engine.ports;
     if let Some(id) = &sub {
-        ports
-            .subscriptions
-            .get(&tenant, id)
+        state
+            .engine
+            .subscription(&tenant, id)
             .await?
             .ok_or_else(|| ApiError::not_found("subscription").field("subscription_id"))?;
     }

@@ -145,7 +145,7 @@ pub(super) async fn publish(
 ) -> Result<Response, ApiError> {
     let tenant = input::tenant(&tenant)?;
     let bytes = body::bytes(body)?;
-    let event = event_of(&tenant, &bytes, state.engine.ports.clock.now())?;
+    let event = event_of(&tenant, &bytes, state.engine.now())?;
     let (status, view) = accept(&state, event).await?;
     Ok((status, Json(view)).into_response())
 }
@@ -195,7 +195,7 @@ pub(super) async fn publish_batch(
     let checked: Vec<Result<(), ApiError>> = events
         .iter()
         .map(|raw| {
-            let mut at = state.engine.ports.clock.now();
+            let mut at = state.engine.now();
             if let Some(before) = valid.last() {
                 at = at.max(before.created_at + std::time::Duration::from_millis(1));
             }
@@ -237,13 +237,11 @@ pub(super) async fn read(
 ) -> Result<Response, ApiError> {
     let tenant = input::tenant(&tenant)?;
     let id = input::event_id(&id, "id").map_err(|_| ApiError::not_found("event").field("id"))?;
-    let ports = &state.engine.ports;
-    let event = ports
-        .events
-        .get(&tenant, &id)
+    let (event, deliveries) = state
+        .engine
+        .event_and_deliveries(&tenant, &id)
         .await?
         .ok_or_else(|| ApiError::not_found("event").field("id"))?;
-    let deliveries = ports.views.of_event(&tenant, &id).await?;
     let archived: Archived<'_> =
         serde_json::from_slice(&event.payload).map_err(ApiError::internal)?;
     let view = EventView {

@@ -18,10 +18,9 @@ use super::error::ApiError;
 use super::input::{self, page, rfc3339, CursorKind, Query};
 use super::AppState;
 use crate::domain::{
-    parse_filters, Health, LaneCount, PreviousSecret, RateLimit, Subscription, SubscriptionId,
-    SubscriptionStatus, TenantId,
+    parse_filters, Health, LaneCount, RateLimit, Subscription, SubscriptionId, SubscriptionStatus,
+    TenantId,
 };
-use crate::egress::check_url_resolved;
 use crate::engine::EnableError;
 use crate::health::Breaker;
 use crate::signing::Secret;
@@ -64,9 +63,6 @@ pub(super) const ATTEMPTS_QUERY: Query = Query {
     allowed: &["limit", "cursor"],
     cursor: CursorKind::Seq,
 };
-
-/// How long a rotated-out secret keeps signing.
-const ROTATION_OVERLAP: time::Duration = time::Duration::hours(24);
 
 /// The subscription as the API shows it, with its circuit breaker's state
 /// in `health.breaker`.
@@ -115,13 +111,11 @@ fn health_view(h: &Health, breaker: Breaker) -> Value {
 /// The body's `url`, checked by the egress guard (resolving its host).
 async fn checked_url(state: &AppState, body: &Body<'_>) -> Result<url::Url, ApiError> {
     let raw = body.required_string("url")?;
-    check_url_resolved(
-        &raw,
-        state.engine.config.egress,
-        state.engine.ports.dns.as_ref(),
-    )
-    .await
-    .map_err(|e| ApiError::invalid("url", e.to_string()))
+    state
+        .engine
+        .check_url(&raw)
+        .await
+        .map_err(|e| ApiError::invalid("url", e.to_string()))
 }
 
 /// Applies the editable fields other than `url` present in `body`.
@@ -163,9 +157,7 @@ async fn load(state: &AppState, tenant: &str, id: &str) -> Result<Subscription, 
     let (tenant, id) = (input::tenant(tenant)?, input::subscription_id(id)?);
     state
         .engine
-        .ports
-        .subscriptions
-        .get(&tenant, &id)
+        .subscription(&tenant, &id)
         .await?
         .ok_or_else(|| ApiError::not_found("subscription").field("id"))
 }
@@ -183,7 +175,7 @@ pub(super) async fn create(
         None => Secret::generate(),
     };
     let url = checked_url(&state, &body).await?;
-    let now = state.engine.ports.clock.now();
+    let now = state.engine.now();
     let mut sub = Subscription {
         id: SubscriptionId::generate(),
         tenant,
@@ -203,7 +195,7 @@ pub(super) async fn create(
         rate_limit: None,
     };
     apply_fields(&body, &mut sub)?;
-    state.engine.ports.subscriptions.insert(&sub).await?;
+    state.engine.register(&sub).await?;
     Ok((StatusCode::CREATED, Json(view(&state, &sub, true))).into_response())
 }
 
@@ -216,9 +208,7 @@ pub(super) async fn list(
     let page = page(query.as_deref(), &LIST_QUERY)?;
     let mut items = state
         .engine
-        .ports
-        .subscriptions
-        .list(&tenant, page.subscription_id(), page.limit + 1)
+        .subscriptions(&tenant, page.subscription_id(), page.limit + 1)
         .await?;
     let next = next_cursor(&mut items, page.limit, |s| s.id.as_str().to_owned());
     Ok(Json(json!({
@@ -267,8 +257,7 @@ pub(super) async fn update(
         sub.url = checked_url(&state, &body).await?;
     }
     apply_fields(&body, &mut sub)?;
-    sub.updated_at = state.engine.ports.clock.now();
-    if !state.engine.ports.subscriptions.update(&sub).await? {
+    if !state.engine.save(&mut sub).await? {
         return Err(ApiError::not_found("subscription").field("id"));
     }
     Ok(Json(view(&state, &sub, false)))
@@ -280,19 +269,11 @@ pub(super) async fn delete(
 ) -> Result<StatusCode, ApiError> {
     let (tenant, id): (TenantId, SubscriptionId) =
         (input::tenant(&tenant)?, input::subscription_id(&id)?);
-    let engine = &state.engine;
-    let dropped = engine
-        .ports
-        .subscriptions
-        .delete(&tenant, &id)
+    state
+        .engine
+        .unregister(&tenant, &id)
         .await?
         .ok_or_else(|| ApiError::not_found("subscription").field("id"))?;
-    engine
-        .metrics
-        .dropped
-        .fetch_add(dropped, std::sync::atomic::Ordering::Relaxed);
-    // Wake the lane so a task waiting on a retry finds its lane empty.
-    engine.ports.wakeup.lanes(&tenant, &[(id, None)]);
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -301,14 +282,7 @@ pub(super) async fn rotate_secret(
     Path((tenant, id)): Path<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
     let mut sub = load(&state, &tenant, &id).await?;
-    let now = state.engine.ports.clock.now();
-    let fresh = Secret::generate();
-    sub.previous_secret = Some(PreviousSecret {
-        secret: std::mem::replace(&mut sub.secret, fresh),
-        expires_at: now + ROTATION_OVERLAP,
-    });
-    sub.updated_at = now;
-    if !state.engine.ports.subscriptions.update(&sub).await? {
+    if !state.engine.rotate_secret(&mut sub).await? {
         return Err(ApiError::not_found("subscription").field("id"));
     }
     Ok(Json(json!({ "secret": sub.secret.expose() })))
@@ -335,9 +309,7 @@ pub(super) async fn attempts(
     let sub = load(&state, &tenant, &id).await?;
     let mut items = state
         .engine
-        .ports
-        .attempts
-        .list(&sub.tenant, &sub.id, page.seq(), page.limit + 1)
+        .attempts(&sub, page.seq(), page.limit + 1)
         .await?;
     let next = next_cursor(&mut items, page.limit, |(seq, _)| seq.to_string());
     let items: Vec<Value> = items

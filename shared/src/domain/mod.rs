@@ -8,10 +8,12 @@
 mod archive;
 mod ids;
 mod records;
+mod retake;
 
 pub use archive::*;
 pub use ids::*;
 pub use records::*;
+pub use retake::*;
 
 use time::OffsetDateTime;
 

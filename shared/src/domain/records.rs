@@ -152,6 +152,15 @@ impl Subscription {
         }
         out
     }
+
+    /// Puts `fresh` in as the signing secret; the one it replaces keeps
+    /// signing beside it until `old_until`.
+    pub fn rotate_secret(&mut self, fresh: Secret, old_until: OffsetDateTime) {
+        self.previous_secret = Some(PreviousSecret {
+            secret: std::mem::replace(&mut self.secret, fresh),
+            expires_at: old_until,
+        });
+    }
 }
 
 /// An accepted event as archived: the body bytes are fixed at publish so
@@ -298,42 +307,6 @@ impl DeliveryState {
     /// Parses a stored state; `None` for anything the stores never write.
     pub fn parse(raw: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|s| s.as_str() == raw)
-    }
-}
-
-/// Which deliveries a requeue takes back to the end of their lanes with a
-/// fresh ladder: the one rule both stores apply, each inside its own
-/// atomic write (a conditional update on DynamoDB, one transaction on
-/// SQLite).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Retake {
-    /// Parked ones only: a dead-letter replay.
-    Parked,
-    /// Those the subscription did not get: parked, held, or never queued
-    /// (suspended at fan-out); delivered, pending (queued or in flight) and
-    /// dropped ones are left as they are. A backfill after re-enabling.
-    Missed,
-}
-
-impl Retake {
-    /// Whether the rule takes a delivery in `state` (`None`: the store has
-    /// no delivery of the pair).
-    pub fn takes(self, state: Option<DeliveryState>) -> bool {
-        match self {
-            Self::Parked => state == Some(DeliveryState::Parked),
-            Self::Missed => matches!(
-                state,
-                None | Some(DeliveryState::Parked | DeliveryState::Held)
-            ),
-        }
-    }
-
-    /// The stored states the rule takes.
-    pub fn states(self) -> Vec<DeliveryState> {
-        DeliveryState::ALL
-            .into_iter()
-            .filter(|s| self.takes(Some(*s)))
-            .collect()
     }
 }
 

@@ -10,12 +10,14 @@ mod deliver;
 pub mod in_flight;
 mod lifecycle;
 mod metrics;
+mod registry;
 mod requeue;
 mod tenant_slot;
 mod wiring;
 
 pub use lifecycle::{EnableError, OPERATOR_TENANT};
 pub use metrics::Metrics;
+pub use registry::ROTATION_OVERLAP;
 pub use requeue::BackfillPass;
 pub use wiring::{Outside, Ports, Store};
 
