@@ -1,7 +1,9 @@
 """The source layout's rules, checked by the test command (tests/run.sh).
 
 - No source file in `shared/` or `functions/` has more than 400 lines
-  before its unit tests (a file's `#[cfg(test)]` module at the end).
+  before its unit tests (a file's `#[cfg(test)]` module at the end), and
+  no function there has more than 60 (its signature to its closing brace;
+  tests and the storage contract's checks aside).
 - No import circle between the modules of `shared/aws/src`: a module
   that names another (`crate::a::b`, `super::sibling`, `use` or a path in
   the code) depends on it; a module naming an item of its own parent or
@@ -17,6 +19,8 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 MAX_LINES = 400
+MAX_FN_LINES = 60
+FN = re.compile(r"^(\s*)(pub(\([^)]*\))?\s+)?(async\s+)?(const\s+)?(unsafe\s+)?fn\s+(\w+)")
 AWS_SRC = ROOT / "shared" / "aws" / "src"
 
 
@@ -29,18 +33,52 @@ def code_lines(path):
     return lines
 
 
-def long_files():
-    out = []
+def sources():
+    """The checked source files: `shared/` and `functions/`, tests aside."""
     for top in ("shared", "functions"):
         for path in sorted((ROOT / top).rglob("*.rs")):
             rel = path.relative_to(ROOT)
-            if "target" in rel.parts or "tests" in rel.parts:
+            if {"target", "tests", "contract"} & set(rel.parts):
                 continue
             if path.stem == "tests" or path.stem.endswith("_tests"):
                 continue
-            n = len(code_lines(path))
-            if n > MAX_LINES:
-                out.append(f"{rel}: {n} lines before its tests (at most {MAX_LINES})")
+            yield path, rel
+
+
+def functions(lines):
+    """(name, first line, length) of each function with a body: from its
+    `fn` line to the closing brace at its own indentation."""
+    i = 0
+    while i < len(lines):
+        m = FN.match(lines[i])
+        if not m:
+            i += 1
+            continue
+        indent = m.group(1)
+        j = i
+        while j < len(lines) and "{" not in lines[j] and not lines[j].rstrip().endswith(";"):
+            j += 1
+        if j < len(lines) and "{" not in lines[j]:
+            i = j + 1
+            continue
+        k = j
+        while k < len(lines) and lines[k].rstrip() != indent + "}" and not (
+            k == j and lines[k].rstrip().endswith("}")
+        ):
+            k += 1
+        yield m.group(7), i + 1, k - i + 1
+        i = k + 1
+
+
+def long_files():
+    out = []
+    for path, rel in sources():
+        lines = code_lines(path)
+        if len(lines) > MAX_LINES:
+            out.append(f"{rel}: {len(lines)} lines before its tests (at most {MAX_LINES})")
+        for name, at, n in functions(lines):
+            if n > MAX_FN_LINES:
+                out.append(f"{rel}:{at}: fn {name} has {n} lines (at most {MAX_FN_LINES})")
     return out
 
 
@@ -152,7 +190,9 @@ def main():
         print(b)
     if breaches:
         sys.exit(1)
-    print("layout: no file over 400 lines, no import circle in shared/aws")
+    print(
+        "layout: no file over 400 lines, no function over 60, no import circle in shared/aws"
+    )
 
 
 if __name__ == "__main__":

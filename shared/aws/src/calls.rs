@@ -103,8 +103,19 @@ fn bill(cfg: &ConfigBag, units: [f64; 3], empty_receive: bool) {
 
 /// Reads what an input costs, and asks for the item sizes its output is to
 /// show (module doc).
-fn pending_of(input: &mut aws_smithy_runtime_api::client::interceptors::context::Input) -> Pending {
+fn pending_of(input: &mut Input) -> Pending {
     let mut p = Pending::default();
+    if !item_call(input, &mut p) && !many_items_call(input, &mut p) {
+        sqs_call(input, &mut p);
+    }
+    p
+}
+
+type Input = aws_smithy_runtime_api::client::interceptors::context::Input;
+
+/// [`pending_of`] for a DynamoDB call on one item or a query; `false` when
+/// it is none of those.
+fn item_call(input: &mut Input, p: &mut Pending) -> bool {
     if let Some(i) = input.downcast_mut::<ddb::put_item::PutItemInput>() {
         if let Some(item) = &i.item {
             p.put_size = Some((item_size(item), capacity::indexes_of(item) as f64));
@@ -121,7 +132,16 @@ fn pending_of(input: &mut aws_smithy_runtime_api::client::interceptors::context:
         p.read = Some(i.consistent_read == Some(true));
     } else if let Some(i) = input.downcast_ref::<ddb::query::QueryInput>() {
         p.read = Some(i.consistent_read == Some(true) && i.index_name.is_none());
-    } else if let Some(i) = input.downcast_ref::<ddb::batch_get_item::BatchGetItemInput>() {
+    } else {
+        return false;
+    }
+    true
+}
+
+/// [`pending_of`] for a DynamoDB call on many items (batches, a
+/// transaction, a scan); `false` when it is none of those.
+fn many_items_call(input: &Input, p: &mut Pending) -> bool {
+    if let Some(i) = input.downcast_ref::<ddb::batch_get_item::BatchGetItemInput>() {
         let asked = || i.request_items.iter().flat_map(|m| m.values());
         p.read = Some(asked().any(|k| k.consistent_read == Some(true)));
         p.keys = asked().map(|k| k.keys.len()).sum();
@@ -148,7 +168,21 @@ fn pending_of(input: &mut aws_smithy_runtime_api::client::interceptors::context:
                 None => 1.0,
             })
             .sum();
-    } else if let Some(i) = input.downcast_ref::<sqs::send_message::SendMessageInput>() {
+    } else if input
+        .downcast_ref::<aws_sdk_dynamodb::operation::scan::ScanInput>()
+        .is_some()
+    {
+        p.read = Some(false);
+    } else {
+        return false;
+    }
+    true
+}
+
+/// [`pending_of`] for an SQS call: sends by payload, receives by what
+/// comes back (the output's bodies), the rest one request each.
+fn sqs_call(input: &Input, p: &mut Pending) {
+    if let Some(i) = input.downcast_ref::<sqs::send_message::SendMessageInput>() {
         p.sqs = sqs_requests(i.message_body.as_deref().map_or(0, str::len));
     } else if let Some(i) = input.downcast_ref::<sqs::send_message_batch::SendMessageBatchInput>() {
         let payload = i
@@ -162,16 +196,10 @@ fn pending_of(input: &mut aws_smithy_runtime_api::client::interceptors::context:
         .downcast_ref::<sqs::receive_message::ReceiveMessageInput>()
         .is_some()
     {
-        // Billed by what comes back (the output's bodies).
-    } else if input
-        .downcast_ref::<aws_sdk_dynamodb::operation::scan::ScanInput>()
-        .is_some()
-    {
-        p.read = Some(false);
+        // Billed by what comes back.
     } else if is_sqs(input) {
         p.sqs = 1.0;
     }
-    p
 }
 
 /// Whether an input is of an SQS operation not billed by payload (deletes,

@@ -170,22 +170,7 @@ pub(super) async fn publish_batch(
     let tenant = input::tenant(&tenant)?;
     let bytes = body::bytes_up_to(body, BATCH_MAX_BODY)?;
     let body = body::object(&bytes, &BATCH)?;
-    let not_a_batch = || {
-        ApiError::invalid(
-            "events",
-            format!("`events` must be an array of 1 to {BATCH_MAX_EVENTS} event objects"),
-        )
-    };
-    // Unchecked here: each event's `data` is checked with the event, so a
-    // bad one is refused alone.
-    let events: Vec<&RawValue> = body
-        .raw("events")
-        .and_then(|raw| serde_json::from_str(raw.get()).ok())
-        .ok_or_else(not_a_batch)?;
-    let objects = events.iter().all(|e| e.get().starts_with('{'));
-    if events.is_empty() || events.len() > BATCH_MAX_EVENTS || !objects {
-        return Err(not_a_batch());
-    }
+    let events = batch_events(&body)?;
     // Each event read and checked first (a bad one refused alone), then
     // the good ones accepted together, in order.
     // Each a millisecond after the one before at least: the archive reads
@@ -229,6 +214,27 @@ pub(super) async fn publish_batch(
         });
     }
     Ok((StatusCode::OK, Json(json!({ "items": items }))).into_response())
+}
+
+/// The batch's `events`: 1 to [`BATCH_MAX_EVENTS`] JSON objects, each
+/// unchecked here (each event's `data` is checked with the event, so a bad
+/// one is refused alone).
+fn batch_events<'a>(body: &body::Body<'a>) -> Result<Vec<&'a RawValue>, ApiError> {
+    let not_a_batch = || {
+        ApiError::invalid(
+            "events",
+            format!("`events` must be an array of 1 to {BATCH_MAX_EVENTS} event objects"),
+        )
+    };
+    let events: Vec<&RawValue> = body
+        .raw("events")
+        .and_then(|raw| serde_json::from_str(raw.get()).ok())
+        .ok_or_else(not_a_batch)?;
+    let objects = events.iter().all(|e| e.get().starts_with('{'));
+    if events.is_empty() || events.len() > BATCH_MAX_EVENTS || !objects {
+        return Err(not_a_batch());
+    }
+    Ok(events)
 }
 
 pub(super) async fn read(

@@ -60,6 +60,19 @@ impl Engine {
             Ok(start) => (sub, event, start),
             Err(until) => return self.put_off(d, until).await,
         };
+        self.attempt_in_slot(d, &sub, &event, now).await
+    }
+
+    /// The attempt of [`Engine::deliver`] from its tenant slot on: takes
+    /// the slot (put off when the tenant is at its bound), writes the
+    /// attempt's start, and sends while the slot is held.
+    async fn attempt_in_slot(
+        &self,
+        d: &Delivery,
+        sub: &Subscription,
+        event: &Event,
+        now: OffsetDateTime,
+    ) -> StoreResult<Step> {
         let limit = self.config.tenant_max_in_flight;
         let hold = self.config.attempt_timeout + LEASE_MARGIN;
         let slot = match self.ports.lanes.tenant_slot(d, limit, hold).await {
@@ -92,12 +105,24 @@ impl Engine {
             // next attempt has the next number.
             return self.put_off_briefly(d).await;
         };
+        self.attempt_now(d, sub, event, now, slot).await
+    }
+
+    /// Sends the attempt (its start written, its slot held), gives the slot
+    /// back, and records the outcome on the ladder.
+    async fn attempt_now(
+        &self,
+        d: &Delivery,
+        sub: &Subscription,
+        event: &Event,
+        now: OffsetDateTime,
+        slot: TenantSlot,
+    ) -> StoreResult<Step> {
         self.metrics.attempts.fetch_add(1, Ordering::Relaxed);
         let attempt_no = d.attempts + 1;
         let report = {
             let _open = super::in_flight::open(&d.tenant);
-            self.send_within_cut_off(&sub, &event, attempt_no, now)
-                .await
+            self.send_within_cut_off(sub, event, attempt_no, now).await
         };
         self.release_slot(d, slot).await;
         self.breakers.record(
@@ -116,7 +141,7 @@ impl Engine {
             first_attempt_at: d.first_attempt_at.unwrap_or(now),
             event_at: event.created_at,
         };
-        self.record(d, &sub, attempt_no, now, &report, decision, seq)
+        self.record(d, sub, attempt_no, now, &report, decision, seq)
             .await
     }
 
@@ -304,6 +329,29 @@ impl Engine {
             health,
         };
         self.ports.lanes.finish(d, &finish).await?;
+        self.after_finish(d, sub, &finish, report, started_at)
+            .await?;
+        info!(
+            subscription_id = d.subscription_id.as_str(),
+            event_id = d.event_id.as_str(),
+            attempt = attempt_no,
+            outcome,
+            "attempt finished"
+        );
+        Ok(Step::Ended(finish.end))
+    }
+
+    /// What follows a recorded outcome: its counter, and the suspension
+    /// check (G8) on the health record written, or, in retry, on the
+    /// deliveries failing and not ended.
+    async fn after_finish(
+        &self,
+        d: &Delivery,
+        sub: &Subscription,
+        finish: &Finish,
+        report: &SendReport,
+        started_at: OffsetDateTime,
+    ) -> StoreResult<()> {
         let counter = match &finish.end {
             End::Delivered => &self.metrics.delivered,
             End::Retry(_) => &self.metrics.retried,
@@ -322,14 +370,7 @@ impl Engine {
             }
             _ => {}
         }
-        info!(
-            subscription_id = d.subscription_id.as_str(),
-            event_id = d.event_id.as_str(),
-            attempt = attempt_no,
-            outcome,
-            "attempt finished"
-        );
-        Ok(Step::Ended(finish.end))
+        Ok(())
     }
 }
 

@@ -164,6 +164,18 @@ impl Engine {
                 }
             }
         }
+        self.fan_out_before_answering(answers, &here).await
+    }
+
+    /// Fans out the accepted events whose fan-out is the caller's (`here`,
+    /// indices into `answers`) before the answers go back; what it cannot
+    /// fan out whole is scheduled, and an event whose scheduling fails
+    /// answers that failure (the answers after it are cut).
+    async fn fan_out_before_answering(
+        &self,
+        mut answers: Vec<StoreResult<Accepted>>,
+        here: &[usize],
+    ) -> Vec<StoreResult<Accepted>> {
         let run: Vec<Event> = here
             .iter()
             .filter_map(|&i| answers[i].as_ref().ok().map(|a| a.event().clone()))
@@ -186,7 +198,7 @@ impl Engine {
                 run.len() - whole
             );
         }
-        for (event, &i) in run.iter().zip(&here).skip(whole) {
+        for (event, &i) in run.iter().zip(here).skip(whole) {
             if let Err(e) = self.ports.events.fan_out_later(event).await {
                 answers.truncate(i);
                 answers.push(Err(e));

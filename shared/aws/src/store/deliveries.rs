@@ -139,21 +139,9 @@ impl LaneQueue for AwsStore {
         self.dispatch(live, &nonce).await?;
         if rule == Retake::Parked {
             // The dead-letter queue's copies are stale now.
-            for d in deliveries
-                .iter()
-                .zip(&taken)
-                .filter(|(_, t)| **t)
-                .map(|(d, _)| d)
-            {
-                let (sub, event) = (&d.subscription_id, &d.event_id);
-                super::dead_letter_queue::discard_replayed(
-                    self,
-                    &d.tenant,
-                    std::slice::from_ref(sub),
-                    Some(std::slice::from_ref(event)),
-                )
+            let replayed = deliveries.iter().zip(&taken).filter(|(_, t)| **t);
+            self.discard_dead_letter_copies(replayed.map(|(d, _)| d))
                 .await?;
-            }
         }
         Ok(taken)
     }
@@ -241,6 +229,35 @@ impl LaneQueue for AwsStore {
                 Err(e) => tracing::warn!(error = %e, "moving a lane to the slow pool failed"),
             }
         }
+        self.after_outcome(d, finish, spill).await
+    }
+}
+
+impl AwsStore {
+    /// Deletes the dead-letter queue's copies of deliveries just replayed.
+    async fn discard_dead_letter_copies(
+        &self,
+        replayed: impl Iterator<Item = &NewDelivery>,
+    ) -> StoreResult<()> {
+        for d in replayed {
+            let (sub, event) = (&d.subscription_id, &d.event_id);
+            super::dead_letter_queue::discard_replayed(
+                self,
+                &d.tenant,
+                std::slice::from_ref(sub),
+                Some(std::slice::from_ref(event)),
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// What follows a delivery's recorded outcome on its lane: parked, to
+    /// the dead-letter queue, and the spilled deliveries back; a first
+    /// retry starts the spill (`spill`); delivered, the spilled deliveries
+    /// go back to the queue in order.
+    async fn after_outcome(&self, d: &Delivery, finish: &Finish, spill: bool) -> StoreResult<()> {
+        let lane = (&d.tenant, &d.subscription_id, d.lane);
         match &finish.end {
             End::Parked(reason) => {
                 if let Some(last) = &finish.attempt {
@@ -252,8 +269,6 @@ impl LaneQueue for AwsStore {
                 Ok(())
             }
             End::Retry(_) if spill => self.start_spilling(lane).await,
-            // The lane moved on: its spilled deliveries go back to the
-            // queue in order.
             End::Delivered if self.spilling(lane).await? => self.refill(lane).await,
             _ => Ok(()),
         }

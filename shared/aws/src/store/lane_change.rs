@@ -168,16 +168,7 @@ impl AwsStore {
         p: &Placement,
     ) -> StoreResult<Option<Placement>> {
         let generation = p.generation + 1;
-        let fences: Vec<DeliveryMessage> = (0..p.sent.get())
-            .map(|lane| {
-                DeliveryMessage::fence(
-                    tenant.as_str(),
-                    sub.as_str(),
-                    generation,
-                    (p.sent.get() > 1).then_some(lane),
-                )
-            })
-            .collect();
+        let fences = fences_of(tenant, sub, p, generation);
         // A nonce of this try's own: a retried switch's fences are not
         // dropped as duplicates of a try whose write failed.
         let nonce = format!("switch-{}", super::write_token());
@@ -267,6 +258,26 @@ impl AwsStore {
             .await?
             .is_some_and(|p| p.holds(after)))
     }
+}
+
+/// The fences of a switch to `generation`: one on each lane the
+/// subscription sent on until now.
+fn fences_of(
+    tenant: &TenantId,
+    sub: &SubscriptionId,
+    p: &Placement,
+    generation: u32,
+) -> Vec<DeliveryMessage> {
+    (0..p.sent.get())
+        .map(|lane| {
+            DeliveryMessage::fence(
+                tenant.as_str(),
+                sub.as_str(),
+                generation,
+                (p.sent.get() > 1).then_some(lane),
+            )
+        })
+        .collect()
 }
 
 #[cfg(test)]

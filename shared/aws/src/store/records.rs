@@ -216,20 +216,7 @@ impl AwsStore {
             req = req.expression_attribute_values(":error", string_attr(truncate(err, 1000)));
         }
         let state = finish.end.state();
-        match &finish.end {
-            End::Retry(at) => {
-                set.push("next_attempt_at = :next");
-                req = req.expression_attribute_values(":next", number_attr(ms(*at)));
-            }
-            End::Parked(reason) => {
-                set.push("reason = :reason, parked_at = :updated, gsi2pk = :g2, gsi2sk = :g2s");
-                req = req
-                    .expression_attribute_values(":reason", string_attr(truncate(reason, 1000)))
-                    .expression_attribute_values(":g2", string_attr(parked_pk(&d.tenant)))
-                    .expression_attribute_values(":g2s", string_attr(padded(time_seq(now))));
-            }
-            End::Delivered | End::Dropped | End::Held => {}
-        }
+        req = end_fields(req, &mut set, d, &finish.end, now);
         // A delivery never attempted has no record: nothing to finish. A
         // later attempt started meanwhile (after this one's lease) has its
         // own outcome to write.
@@ -242,6 +229,33 @@ impl AwsStore {
             .send()
             .await;
         took_effect(res)
+    }
+}
+
+type UpdateBuilder = aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
+
+/// The fields an outcome's end adds to the record's update: a retry's
+/// next attempt, or a parked delivery's reason and its place in the
+/// tenant's parked index.
+fn end_fields(
+    req: UpdateBuilder,
+    set: &mut Vec<&'static str>,
+    d: &Delivery,
+    end: &End,
+    now: OffsetDateTime,
+) -> UpdateBuilder {
+    match end {
+        End::Retry(at) => {
+            set.push("next_attempt_at = :next");
+            req.expression_attribute_values(":next", number_attr(ms(*at)))
+        }
+        End::Parked(reason) => {
+            set.push("reason = :reason, parked_at = :updated, gsi2pk = :g2, gsi2sk = :g2s");
+            req.expression_attribute_values(":reason", string_attr(truncate(reason, 1000)))
+                .expression_attribute_values(":g2", string_attr(parked_pk(&d.tenant)))
+                .expression_attribute_values(":g2s", string_attr(padded(time_seq(now))))
+        }
+        End::Delivered | End::Dropped | End::Held => req,
     }
 }
 

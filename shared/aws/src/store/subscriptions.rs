@@ -11,7 +11,9 @@ use hooklane_core::record::{ms, SubscriptionRecord};
 
 use super::keys::{sub_sk, tenant_pk};
 use super::sub_item::{editable_fields, from_item, to_item, EDITABLE};
-use super::{backend, get_s, is_condition_failed, key_of, readable_keyed, took_effect, AwsStore};
+use super::{
+    backend, get_s, is_condition_failed, key_of, readable_keyed, took_effect, AwsStore, Item,
+};
 use crate::{number_attr, string_attr};
 
 type UpdateBuilder = aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
@@ -99,6 +101,66 @@ impl AwsStore {
     }
 }
 
+impl AwsStore {
+    /// The conditional update of a subscription's editable fields: on
+    /// condition it is live and its `lanes` are still `was`'s, writing
+    /// `sent_lanes` first if the item never switched lanes.
+    fn update_request(
+        &self,
+        sub: &Subscription,
+        expression: String,
+        values: Vec<(&'static str, AttributeValue)>,
+        was: &super::lane_change::Placement,
+    ) -> UpdateBuilder {
+        let expression = expression.replacen(
+            "SET ",
+            "SET sent_lanes = if_not_exists(sent_lanes, :was), ",
+            1,
+        );
+        let mut req = self
+            .update_sub(&sub.tenant, &sub.id)
+            .update_expression(expression)
+            .condition_expression(
+                "attribute_exists(pk) AND attribute_not_exists(deleted_at) AND #lanes = :old_lanes",
+            )
+            .expression_attribute_values(":old_lanes", number_attr(was.lanes.get()))
+            .expression_attribute_values(":was", number_attr(was.sent.get()))
+            .return_values(aws_sdk_dynamodb::types::ReturnValue::AllOld);
+        for (placeholder, name) in EDITABLE {
+            req = req.expression_attribute_names(*placeholder, *name);
+        }
+        for (placeholder, value) in values {
+            req = req.expression_attribute_values(placeholder, value);
+        }
+        req
+    }
+
+    /// The type index after an update landed: its entries written again
+    /// when the update took long (so no other PATCH's removal took them as
+    /// old meanwhile), and the entries of filters it took off (`old` is
+    /// the item before) removed.
+    async fn reindex_after_update(
+        &self,
+        sub: &Subscription,
+        indexed: std::time::Instant,
+        old: &Item,
+    ) -> StoreResult<()> {
+        if indexed.elapsed() > super::type_index::REWRITE_AFTER {
+            self.index_filters(&sub.tenant, &sub.id, &sub.filters)
+                .await?;
+        }
+        if let Some(AttributeValue::L(filters)) = old.get("filters") {
+            let filters: Vec<String> = filters
+                .iter()
+                .filter_map(|f| f.as_s().ok().cloned())
+                .collect();
+            self.unindex_removed(&sub.tenant, &sub.id, &filters, &sub.filters)
+                .await;
+        }
+        Ok(())
+    }
+}
+
 #[async_trait]
 impl SubscriptionStore for AwsStore {
     async fn insert(&self, sub: &Subscription) -> StoreResult<()> {
@@ -162,7 +224,7 @@ impl SubscriptionStore for AwsStore {
     }
 
     async fn update(&self, sub: &Subscription) -> StoreResult<bool> {
-        let (mut expression, values) = editable_fields(&SubscriptionRecord::from(sub))?;
+        let (expression, values) = editable_fields(&SubscriptionRecord::from(sub))?;
         // The lanes deliveries are queued on stay as they are until the
         // lane adapter switches (`lane_change`); an item that never
         // switched gets them written now, before `lanes` changes.
@@ -187,51 +249,15 @@ impl SubscriptionStore for AwsStore {
             self.index_filters(&sub.tenant, &sub.id, &sub.filters)
                 .await?;
         }
-        expression = expression.replacen(
-            "SET ",
-            "SET sent_lanes = if_not_exists(sent_lanes, :was), ",
-            1,
-        );
-        let mut req = self
-            .ddb
-            .update_item()
-            .table_name(&self.settings.table)
-            .key("pk", string_attr(tenant_pk(&sub.tenant)))
-            .key("sk", string_attr(sub_sk(&sub.id)))
-            .update_expression(expression)
-            .condition_expression(
-                "attribute_exists(pk) AND attribute_not_exists(deleted_at) AND #lanes = :old_lanes",
-            )
-            .expression_attribute_values(":old_lanes", number_attr(was.lanes.get()));
-        for (placeholder, name) in EDITABLE {
-            req = req.expression_attribute_names(*placeholder, *name);
-        }
-        for (placeholder, value) in values {
-            req = req.expression_attribute_values(placeholder, value);
-        }
-        req = req.expression_attribute_values(":was", number_attr(was.sent.get()));
-        let res = req
-            .return_values(aws_sdk_dynamodb::types::ReturnValue::AllOld)
+        let res = self
+            .update_request(sub, expression, values, &was)
             .send()
             .await;
         self.placements.forget(&sub.id);
         match res {
             Ok(out) => {
-                // An update that took long: its entries again, so that no
-                // other PATCH's removal took them as old meanwhile.
-                if indexed.elapsed() > super::type_index::REWRITE_AFTER {
-                    self.index_filters(&sub.tenant, &sub.id, &sub.filters)
-                        .await?;
-                }
                 let old = out.attributes.unwrap_or_default();
-                if let Some(AttributeValue::L(filters)) = old.get("filters") {
-                    let filters: Vec<String> = filters
-                        .iter()
-                        .filter_map(|f| f.as_s().ok().cloned())
-                        .collect();
-                    self.unindex_removed(&sub.tenant, &sub.id, &filters, &sub.filters)
-                        .await;
-                }
+                self.reindex_after_update(sub, indexed, &old).await?;
                 Ok(true)
             }
             // Gone, or its lanes changed since they were read: read again.

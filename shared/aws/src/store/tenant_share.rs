@@ -126,6 +126,21 @@ impl AwsStore {
         let Some(AttributeValue::M(held)) = item.as_ref().and_then(|i| i.get("held")) else {
             return self.first_lease(tenant, shard, lease, hold).await;
         };
+        self.clear_and_take(tenant, shard, cap, lease, hold, held)
+            .await
+    }
+
+    /// Clears a full shard's leases past their expiry (still as read in
+    /// `held`) and takes one, as long as what is left has room.
+    async fn clear_and_take(
+        &self,
+        tenant: &TenantId,
+        shard: u16,
+        cap: usize,
+        lease: &str,
+        hold: Duration,
+        held: &Item,
+    ) -> StoreResult<Option<OffsetDateTime>> {
         let now = OffsetDateTime::now_utc();
         let expired = expired_leases(held, ms(now));
         if held.len() - expired.len() >= cap || expired.is_empty() {

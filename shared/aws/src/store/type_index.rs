@@ -256,23 +256,7 @@ impl AwsStore {
         limit: usize,
         size: usize,
     ) -> StoreResult<Option<Vec<Subscription>>> {
-        let lo = after.map(sub_sk).unwrap_or_else(|| "S#".to_owned());
-        let mut ids = std::collections::BTreeSet::new();
-        for filter in event_type.matching_filters() {
-            let query = self
-                .ddb
-                .query()
-                .table_name(&self.settings.table)
-                .key_condition_expression("pk = :pk AND sk > :lo")
-                .consistent_read(true)
-                .expression_attribute_values(":pk", string_attr(entry_pk(tenant, &filter)))
-                .expression_attribute_values(":lo", string_attr(&lo));
-            let found = super::query_items(query, usize::MAX, |item| {
-                Ok(get_s(&item, "sk").map(str::to_owned))
-            })
-            .await?;
-            ids.extend(found);
-        }
+        let ids = self.indexed_ids(tenant, event_type, after).await?;
         if ids.len() > size / PER_QUERY_UNIT {
             return Ok(None);
         }
@@ -309,6 +293,34 @@ impl AwsStore {
             }
         }
         Ok(Some(out))
+    }
+
+    /// The sort keys of the subscriptions the index names under the
+    /// filters that take `event_type`, after `after`, in order.
+    async fn indexed_ids(
+        &self,
+        tenant: &TenantId,
+        event_type: &EventType,
+        after: Option<&SubscriptionId>,
+    ) -> StoreResult<std::collections::BTreeSet<String>> {
+        let lo = after.map(sub_sk).unwrap_or_else(|| "S#".to_owned());
+        let mut ids = std::collections::BTreeSet::new();
+        for filter in event_type.matching_filters() {
+            let query = self
+                .ddb
+                .query()
+                .table_name(&self.settings.table)
+                .key_condition_expression("pk = :pk AND sk > :lo")
+                .consistent_read(true)
+                .expression_attribute_values(":pk", string_attr(entry_pk(tenant, &filter)))
+                .expression_attribute_values(":lo", string_attr(&lo));
+            let found = super::query_items(query, usize::MAX, |item| {
+                Ok(get_s(&item, "sk").map(str::to_owned))
+            })
+            .await?;
+            ids.extend(found);
+        }
+        Ok(ids)
     }
 
     /// Removes the entries that name a tombstone under the filters that

@@ -32,17 +32,7 @@ impl DeliveryViews for AwsStore {
         tenant: &TenantId,
         event_id: &EventId,
     ) -> StoreResult<Vec<(SubscriptionId, DeliveryRecord)>> {
-        let resp = self
-            .ddb
-            .query()
-            .table_name(&self.settings.table)
-            .index_name("gsi1")
-            .key_condition_expression("gsi1pk = :pk")
-            .expression_attribute_values(":pk", string_attr(by_event_pk(tenant, event_id)))
-            .send()
-            .await
-            .map_err(backend)?;
-        let indexed = resp.items.unwrap_or_default();
+        let indexed = self.indexed_records(tenant, event_id).await?;
         let mut shown: HashSet<SubscriptionId> = indexed
             .iter()
             .filter_map(|item| get_s(item, "subscription_id"))
@@ -88,6 +78,28 @@ impl DeliveryViews for AwsStore {
         views.extend(queued.into_iter().map(|id| (id, DeliveryRecord::queued())));
         views.sort_by(|a, b| a.0.cmp(&b.0));
         Ok(views)
+    }
+}
+
+impl AwsStore {
+    /// An event's delivery records in the `gsi1` index (every record past
+    /// its first attempt's outcome).
+    async fn indexed_records(
+        &self,
+        tenant: &TenantId,
+        event_id: &EventId,
+    ) -> StoreResult<Vec<Item>> {
+        let resp = self
+            .ddb
+            .query()
+            .table_name(&self.settings.table)
+            .index_name("gsi1")
+            .key_condition_expression("gsi1pk = :pk")
+            .expression_attribute_values(":pk", string_attr(by_event_pk(tenant, event_id)))
+            .send()
+            .await
+            .map_err(backend)?;
+        Ok(resp.items.unwrap_or_default())
     }
 }
 

@@ -14,11 +14,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
-use hooklane_core::domain::{Delivery, DeliveryRecord, DeliveryState, SubscriptionId, TenantId};
+use hooklane_core::domain::{Delivery, DeliveryRecord, SubscriptionId, TenantId};
 use hooklane_core::engine::{Engine, Step};
 use hooklane_core::ports::{End, StoreError};
 use time::OffsetDateTime;
 use tracing::error;
+
+mod fences;
+mod records;
+
+use fences::{process_fence, wait_behind_fence};
+use records::{park_unreadable, record_to_attempt};
 
 use super::delivery_message::{parse, Message, Parsed};
 use super::{run_groups, Outcome};
@@ -56,24 +62,6 @@ pub async fn handle(ctx: &Deliver, event: SqsEvent) -> SqsBatchResponse {
     let batch = run_groups(event.records, |m| process_in_pool(ctx, m), Some(&source)).await;
     super::release(ctx.store.sqs(), ctx.store.own_queue_url(), batch.held_back).await;
     batch.response
-}
-
-/// Parks a delivery that cannot be read (its message or its record) with
-/// the reason; the message goes back if even that fails.
-async fn park_unreadable(ctx: &Deliver, m: &SqsMessage, key: &str, why: &str) -> Outcome {
-    let body = m
-        .body
-        .as_deref()
-        .filter(|b| !b.is_empty())
-        .unwrap_or("(empty)");
-    let group = super::group_of(m);
-    match ctx.store.park_unreadable(key, body, &group, why).await {
-        Ok(()) => Outcome::Done,
-        Err(e) => {
-            error!(error = %e, "parking an unreadable delivery failed");
-            Outcome::Poison
-        }
-    }
 }
 
 /// One message; in the slow pool, a message done there may also bring its
@@ -160,31 +148,7 @@ async fn process(ctx: &Deliver, m: &SqsMessage) -> (Outcome, bool) {
     let p = match parse(&m) {
         Ok(Message::Delivery(p)) => p,
         Ok(Message::Fence(tenant, sub, fence)) => {
-            // The old lane's earlier messages may wait in the slow pool:
-            // the fence follows them there (read fresh: a fence passed too
-            // early lets newer deliveries overtake).
-            if ctx.store.pool() == Pool::Main {
-                match ctx.store.is_slow_now(&tenant, &sub, fence.lane).await {
-                    Ok(true) => {
-                        return (
-                            hand_over_as(ctx, &m, &tenant, &sub, fence.lane).await,
-                            false,
-                        )
-                    }
-                    Ok(false) => {}
-                    Err(e) => {
-                        error!(error = %e, "reading whether a lane is slow failed");
-                        return (Outcome::Retry, false);
-                    }
-                }
-            }
-            return match ctx.store.pass_fence(&tenant, &sub, &fence).await {
-                Ok(()) => (Outcome::Done, false),
-                Err(e) => {
-                    error!(error = %e, "passing a lane fence failed");
-                    (Outcome::Retry, false)
-                }
-            };
+            return (process_fence(ctx, &m, &tenant, &sub, &fence).await, false)
         }
         Err(why) => {
             let key = format!("message {}", m.message_id.as_deref().unwrap_or("(no id)"));
@@ -192,30 +156,8 @@ async fn process(ctx: &Deliver, m: &SqsMessage) -> (Outcome, bool) {
             return (park_unreadable(ctx, &m, &key, &why).await, false);
         }
     };
-    if let Some(after) = &p.after {
-        match ctx.store.fenced(&p.tenant, &p.sub, after).await {
-            // Its key's old lane still holds older deliveries: wait, longer
-            // each time (1, 4, 9 … s, up to 10 min, so that a wait behind
-            // days of retries stays within the queue's receive backstop of
-            // 1,000).
-            Ok(true) => {
-                let receives: i64 = m
-                    .attributes
-                    .get("ApproximateReceiveCount")
-                    .and_then(|c| c.parse().ok())
-                    .unwrap_or(1);
-                let wait = (receives.clamp(1, 25).pow(2)).min(600);
-                return (
-                    back_off(ctx, &m, time::Duration::seconds(wait)).await,
-                    false,
-                );
-            }
-            Ok(false) => {}
-            Err(e) => {
-                error!(error = %e, "reading a lane fence failed");
-                return (Outcome::Retry, false);
-            }
-        }
+    if let Some(outcome) = wait_behind_fence(ctx, &m, &p).await {
+        return (outcome, false);
     }
     // A message received for the first time has had no attempt: its
     // record, if any, is a fresh one (a replay's or a backfill's reset) or
@@ -296,6 +238,20 @@ async fn attempt(
             return (Outcome::Retry, false, None);
         }
     };
+    after_step(ctx, m, p, step).await
+}
+
+/// What a message comes to after the engine's step: a timeout in the
+/// main pool hands the lane's retry over to the slow pool (the caller does
+/// it), a retry or a put-off backs the message off until it is due (at
+/// least a second for a put-off: open breaker, rate limit, recovery ramp),
+/// anything else is done.
+async fn after_step(
+    ctx: &Deliver,
+    m: &SqsMessage,
+    p: &Parsed,
+    step: Step,
+) -> (Outcome, bool, Option<Step>) {
     // Timed out in the main pool: the lane has moved, and this retry goes
     // first in the slow pool (the caller hands it over).
     if matches!(step, Step::Ended(End::Retry(_))) && ctx.store.pool() == Pool::Main {
@@ -322,57 +278,6 @@ async fn attempt(
         Step::Skipped | Step::Ended(_) => Outcome::Done,
     };
     (outcome, step == Step::Skipped, Some(step))
-}
-
-/// The delivery's record, when an attempt is still to be made from `from`
-/// on; otherwise what the message comes to (done, back, or parked as
-/// unreadable).
-async fn record_to_attempt(
-    ctx: &Deliver,
-    m: &SqsMessage,
-    p: &Parsed,
-    from: OffsetDateTime,
-) -> Result<DeliveryRecord, Outcome> {
-    let record = match ctx.store.record_to_attempt(&p.sub, &p.event, from).await {
-        Ok(r) => r.unwrap_or_else(DeliveryRecord::queued),
-        Err(StoreError::Unreadable(why)) => {
-            let key = format!("D#{}/E#{}", p.sub, p.event);
-            let why = format!("the delivery record does not parse: {why}");
-            return Err(park_unreadable(ctx, m, &key, &why).await);
-        }
-        Err(e) => {
-            error!(error = %e, "reading delivery record failed");
-            return Err(Outcome::Retry);
-        }
-    };
-    let redriven =
-        record.state == DeliveryState::Parked && m.message_attributes.contains_key("reason");
-    if redriven {
-        return match ctx.store.reset_parked(&p.sub, &p.event).await {
-            Ok(_) => Ok(DeliveryRecord::queued()),
-            Err(e) => {
-                error!(error = %e, "resetting a redriven delivery failed");
-                Err(Outcome::Retry)
-            }
-        };
-    }
-    match record.state {
-        // A finished delivery seen again: the process that finished it may
-        // have stopped between the outcome write and moving the lane's
-        // spilled deliveries back to the queue. Move them now, or they
-        // would wait for a lane with nothing left in the queue.
-        DeliveryState::Delivered | DeliveryState::Parked => {
-            match ctx.store.resume_refill((&p.tenant, &p.sub, p.lane)).await {
-                Ok(()) => Err(Outcome::Done),
-                Err(e) => {
-                    error!(error = %e, "refilling after a finished delivery failed");
-                    Err(Outcome::Retry)
-                }
-            }
-        }
-        DeliveryState::Dropped | DeliveryState::Held => Err(Outcome::Done),
-        DeliveryState::Pending => Ok(record),
-    }
 }
 
 /// Hides the message until its next attempt is due (FIFO queues have no
