@@ -1433,6 +1433,7 @@ async fn a_first_attempts_late_outcome_and_the_next_attempt_do_not_both_stand() 
         end: End::Delivered,
         attempt: Some(attempt_of(d, at, "delivered")),
         health: None,
+        timed_out: false,
     };
     let now = time::OffsetDateTime::now_utc;
     let minute = Duration::from_secs(60);
@@ -1588,6 +1589,7 @@ async fn a_hold_read_without_the_record_ends_a_delivery_at_its_own_attempts_unle
         end: End::Retry(t + Duration::from_secs(3600)),
         attempt: Some(failed),
         health: None,
+        timed_out: false,
     };
     store.finish(&d, &retry).await.unwrap();
     store
@@ -1624,6 +1626,7 @@ async fn a_hold_read_without_the_record_ends_a_delivery_at_its_own_attempts_unle
         end: End::Delivered,
         attempt: Some(attempt_of(&running, t, "delivered")),
         health: None,
+        timed_out: false,
     };
     store.finish(&running, &outcome).await.unwrap();
     let rec = store

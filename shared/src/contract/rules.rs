@@ -33,6 +33,7 @@ async fn ended(h: &dyn Harness, sub: &Subscription, end: Option<End>) -> Event {
         end,
         attempt,
         health: None,
+        timed_out: false,
     };
     ports.lanes.finish(&d, &finish).await.expect("finish");
     e

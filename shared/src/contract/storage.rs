@@ -135,6 +135,7 @@ pub async fn deliveries_lease_finish_park_and_replay(h: &dyn Harness) {
         end: End::Parked("status 410".into()),
         attempt: Some(a1),
         health: None,
+        timed_out: false,
     };
     queue.finish(&d, &parked).await.expect("finish");
     assert!(

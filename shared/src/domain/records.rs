@@ -239,13 +239,6 @@ pub struct Attempt {
     pub response_excerpt: Option<String>,
 }
 
-impl Attempt {
-    /// Whether it ended because the receiver did not answer in time.
-    pub fn timed_out(&self) -> bool {
-        self.error.as_deref() == Some(crate::policy::TIMEOUT)
-    }
-}
-
 /// A parked delivery as listed by `/dead-letters`.
 #[derive(Debug, Clone)]
 pub struct DeadLetter {

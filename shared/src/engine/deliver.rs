@@ -327,6 +327,7 @@ impl Engine {
             end,
             attempt: Some(attempt),
             health,
+            timed_out: report.result == crate::policy::AttemptResult::Timeout,
         };
         self.ports.lanes.finish(d, &finish).await?;
         self.after_finish(d, sub, &finish, report, started_at)

@@ -296,6 +296,9 @@ pub struct Finish {
     pub attempt: Option<Attempt>,
     /// The health record, when the retry sequence ended.
     pub health: Option<Health>,
+    /// Whether the attempt ended because the receiver did not answer in
+    /// time (the AWS main pool then moves the lane to its slow pool).
+    pub timed_out: bool,
 }
 
 impl Finish {
@@ -305,6 +308,7 @@ impl Finish {
             end,
             attempt: None,
             health: None,
+            timed_out: false,
         }
     }
 }

@@ -220,7 +220,7 @@ impl LaneQueue for AwsStore {
         }
         let lane = (&d.tenant, &d.subscription_id, d.lane);
         let spill = matches!(finish.end, End::Retry(_)) && !self.spilling(lane).await?;
-        if finish.attempt.as_ref().is_some_and(|a| a.timed_out()) {
+        if finish.timed_out {
             // Best effort (the next timeout tries again); with the spill
             // flag when it starts, in one write.
             match self.mark_slow(lane, spill).await {

@@ -38,11 +38,7 @@ impl AwsStore {
     ) -> StoreResult<()> {
         let value: AttributeValue = serde_dynamo::to_attribute_value(health).map_err(backend)?;
         let res = self
-            .ddb
-            .update_item()
-            .table_name(&self.settings.table)
-            .key("pk", string_attr(tenant_pk(tenant)))
-            .key("sk", string_attr(sub_sk(id)))
+            .update_sub(tenant, id)
             .update_expression("SET health = :h")
             .condition_expression("attribute_exists(pk)")
             .expression_attribute_values(":h", value)

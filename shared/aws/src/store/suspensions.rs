@@ -9,7 +9,6 @@ use hooklane_core::health::StatusChange;
 use hooklane_core::ports::{StoreResult, Suspensions};
 use hooklane_core::record::ms;
 
-use super::keys::{sub_sk, tenant_pk};
 use super::{backend, is_condition_failed, took_effect, AwsStore};
 use crate::{number_attr, string_attr};
 
@@ -26,11 +25,7 @@ impl AwsStore {
         let mut set = vec!["#status = :to", "updated_at = :at"];
         let mut remove = Vec::new();
         let mut req = self
-            .ddb
-            .update_item()
-            .table_name(&self.settings.table)
-            .key("pk", string_attr(tenant_pk(tenant)))
-            .key("sk", string_attr(sub_sk(id)))
+            .update_sub(tenant, id)
             .condition_expression("#status = :from AND attribute_not_exists(deleted_at)")
             .expression_attribute_names("#status", "status")
             .expression_attribute_values(":from", string_attr(change.from.as_str()))
@@ -85,11 +80,7 @@ impl Suspensions for AwsStore {
         reason: &str,
     ) -> StoreResult<()> {
         took_effect(
-            self.ddb
-                .update_item()
-                .table_name(&self.settings.table)
-                .key("pk", string_attr(tenant_pk(tenant)))
-                .key("sk", string_attr(sub_sk(id)))
+            self.update_sub(tenant, id)
                 .update_expression("SET status_reason = :r")
                 .condition_expression("attribute_exists(pk)")
                 .expression_attribute_values(":r", string_attr(reason))
