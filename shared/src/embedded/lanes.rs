@@ -6,6 +6,7 @@
 //! lane is empty and is started again by the next wake-up.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -36,6 +37,26 @@ pub(super) struct Lanes {
     store: SqliteStore,
     lanes: Mutex<HashMap<Key, Entry>>,
     tenants: Mutex<HashMap<TenantId, Arc<Semaphore>>>,
+    /// Set when the runtime stops: no attempt starts from then on.
+    stopping: AtomicBool,
+    /// Attempts running now.
+    running: AtomicUsize,
+}
+
+/// Counts one attempt as running while it lives.
+struct Running<'a>(&'a AtomicUsize);
+
+impl<'a> Running<'a> {
+    fn start(count: &'a AtomicUsize) -> Self {
+        count.fetch_add(1, Ordering::SeqCst);
+        Self(count)
+    }
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl Lanes {
@@ -46,7 +67,21 @@ impl Lanes {
             store,
             lanes: Mutex::new(HashMap::new()),
             tenants: Mutex::new(HashMap::new()),
+            stopping: AtomicBool::new(false),
+            running: AtomicUsize::new(0),
         })
+    }
+
+    /// Starts no attempt from now on; those running finish and record
+    /// their outcome. What is still queued stays in the database for the
+    /// next start.
+    pub(super) fn stop(&self) {
+        self.stopping.store(true, Ordering::SeqCst);
+    }
+
+    /// Attempts running now.
+    pub(super) fn running(&self) -> usize {
+        self.running.load(Ordering::SeqCst)
     }
 
     /// The engine the lanes run.
@@ -56,6 +91,9 @@ impl Lanes {
 
     /// Wakes a lane, starting it if it is not running.
     pub(super) fn poke(self: &Arc<Self>, tenant: TenantId, sub: SubscriptionId, lane: Lane) {
+        if self.stopping.load(Ordering::SeqCst) {
+            return;
+        }
         let Ok(mut map) = self.lanes.lock() else {
             return;
         };
@@ -192,7 +230,14 @@ impl Lanes {
                 (permit, None)
             }
         };
-        let step = self.engine.deliver(d, event).await;
+        if self.stopping.load(Ordering::SeqCst) {
+            self.retire(key, None);
+            return false;
+        }
+        let step = {
+            let _running = Running::start(&self.running);
+            self.engine.deliver(d, event).await
+        };
         drop(permit);
         match step {
             Ok(Step::Skipped) => {

@@ -66,6 +66,7 @@ pub struct Embedded {
     pub engine: Arc<Engine>,
     /// The store behind every port.
     pub store: SqliteStore,
+    lanes: Arc<Lanes>,
 }
 
 impl Embedded {
@@ -102,7 +103,7 @@ impl Embedded {
             lanes.poke(tenant, sub, lane);
         }
         tokio::spawn(backfill_worker(lanes.clone(), store.clone(), backfill));
-        tokio::spawn(dispatch(lanes, lane_rx));
+        tokio::spawn(dispatch(lanes.clone(), lane_rx));
         tokio::spawn(fan_out::worker(
             engine.clone(),
             store.clone(),
@@ -110,7 +111,27 @@ impl Embedded {
             fan_out,
         ));
         tokio::spawn(purge_worker(store.clone()));
-        Ok(Self { engine, store })
+        Ok(Self {
+            engine,
+            store,
+            lanes,
+        })
+    }
+
+    /// Starts no delivery attempt from now on (the first step of a clean
+    /// stop).
+    pub fn stop_attempts(&self) {
+        self.lanes.stop();
+    }
+
+    /// Waits until the attempts running have finished and recorded their
+    /// outcome, for at most `grace`; how many were still running then.
+    pub async fn wait_for_attempts(&self, grace: Duration) -> usize {
+        let deadline = tokio::time::Instant::now() + grace;
+        while self.lanes.running() > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        self.lanes.running()
     }
 }
 
@@ -229,6 +250,28 @@ pub async fn serve_with(
         auth: crate::api::Auth::Token(token),
     });
     info!(addr = %listener.local_addr()?, "hooklane serving");
-    crate::api::serve::serve(listener, app, timeouts, shutdown).await?;
+    // A clean stop: on the signal no attempt starts, the API stops
+    // accepting and lets requests in progress finish, then the attempts
+    // running finish and record their outcome (each within the attempt
+    // timeout). Queued deliveries wait in the database for the next start.
+    let lanes = embedded.lanes.clone();
+    let stop = async move {
+        shutdown.await;
+        lanes.stop();
+        info!("stopping: no new attempts; requests and attempts in progress finish");
+    };
+    crate::api::serve::serve(listener, app, timeouts, stop).await?;
+    let grace = embedded.engine.config.attempt_timeout + STOP_MARGIN;
+    match embedded.wait_for_attempts(grace).await {
+        0 => info!("stopped: every attempt in progress finished"),
+        n => warn!(
+            running = n,
+            "stopped with attempts still running; they are attempted again after the next start"
+        ),
+    }
     Ok(())
 }
+
+/// How much longer than the attempt timeout a stop waits for attempts in
+/// progress (their outcome's writes).
+const STOP_MARGIN: Duration = Duration::from_secs(5);
