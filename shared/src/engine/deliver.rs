@@ -14,7 +14,6 @@ use crate::domain::{Attempt, AttemptId, Delivery, Event, Subscription, Subscript
 use crate::health::{health_write_due, next_health, Admit, Sequence};
 use crate::policy::{decide, Decision};
 use crate::ports::{End, Finish, Outbound, SendReport, StoreResult, TenantSlot};
-use crate::rate::Slot;
 use crate::signing::webhook_headers;
 
 /// How much longer than the attempt timeout a delivery's lease and its
@@ -73,6 +72,7 @@ impl Engine {
         event: &Event,
         now: OffsetDateTime,
     ) -> StoreResult<Step> {
+        let paced = now;
         let limit = self.config.tenant_max_in_flight;
         let hold = self.config.attempt_timeout + LEASE_MARGIN;
         let slot = match self.ports.lanes.tenant_slot(d, limit, hold).await {
@@ -98,6 +98,10 @@ impl Engine {
             self.release_slot(d, slot).await;
             return begun.map(|_| Step::Skipped);
         }
+        // Late for its start under the rate limit (the store was slow): a
+        // new start, so that late starts do not crowd the next ones. The
+        // slot's lease is checked after the wait.
+        let now = self.keep_pace(sub, paced, now).await;
         let Some(slot) = self.slot_for_the_request(d, slot, hold).await else {
             // G3 forbids the request. The attempt's number is taken (its
             // start is written), as after a crash: the delivery comes
@@ -175,41 +179,6 @@ impl Engine {
                 self.ports.lanes.finish(d, &held).await?;
                 Ok(Err(Step::Ended(End::Held)))
             }
-        }
-    }
-
-    /// The recovery ramp and the rate limit (G5): `Ok(start)` when the
-    /// attempt may start (now, or after a wait within the rate limit's
-    /// horizon), `Err(until)` when it is put off. While a ramp lasts, lanes
-    /// past a quarter of the subscription's wait for its end and the rate
-    /// limit is a quarter.
-    async fn pace(
-        &self,
-        d: &Delivery,
-        sub: &Subscription,
-        now: OffsetDateTime,
-    ) -> StoreResult<Result<OffsetDateTime, OffsetDateTime>> {
-        let ramp = sub.health.ramp_until.filter(|t| *t > now);
-        if let Some(until) = ramp {
-            if d.lane >= sub.lanes.quarter().get() {
-                return Ok(Err(until));
-            }
-        }
-        let Some(limit) = sub.rate_limit else {
-            return Ok(Ok(now));
-        };
-        let limit = if ramp.is_some() {
-            limit.quarter()
-        } else {
-            limit
-        };
-        match self.ports.rates.reserve(&sub.id, limit, now).await? {
-            Slot::At(at) if at > now => {
-                tokio::time::sleep((at - now).try_into().unwrap_or_default()).await;
-                Ok(Ok(self.ports.clock.now().max(at)))
-            }
-            Slot::At(_) => Ok(Ok(now)),
-            Slot::NotBefore(t) => Ok(Err(t)),
         }
     }
 

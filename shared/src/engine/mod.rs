@@ -10,6 +10,7 @@ mod deliver;
 pub mod in_flight;
 mod lifecycle;
 mod metrics;
+mod pacing;
 mod registry;
 mod requeue;
 mod tenant_slot;

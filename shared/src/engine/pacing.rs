@@ -1,0 +1,104 @@
+//! Pacing an attempt (G5, and the recovery ramp of G8): the start the
+//! rate limit gives it, reserved before the attempt's writes, and kept:
+//! when the store was slow between the reservation and the request (the
+//! attempt's start written in between), the request would go out late and
+//! crowd the starts reserved after it, so a late attempt takes a new start
+//! and waits for it. A start is late once it is more than half an interval
+//! (at least [`LATE_AFTER`]) behind.
+
+use std::time::Duration;
+
+use time::OffsetDateTime;
+use tracing::warn;
+
+use super::Engine;
+use crate::domain::{Delivery, RateLimit, Subscription};
+use crate::ports::StoreResult;
+use crate::rate::{interval_us, Slot};
+
+/// The least slip that makes an attempt late for its start.
+const LATE_AFTER: Duration = Duration::from_millis(20);
+
+/// How many new starts a late attempt asks for before it goes anyway.
+const RESERVE_AGAIN: usize = 3;
+
+/// The rate limit in force at `now`: a quarter of it while the recovery
+/// ramp lasts; `None` without a limit.
+fn rate_limit_at(sub: &Subscription, now: OffsetDateTime) -> Option<RateLimit> {
+    let limit = sub.rate_limit?;
+    Some(match sub.health.ramp_until.filter(|t| *t > now) {
+        Some(_) => limit.quarter(),
+        None => limit,
+    })
+}
+
+impl Engine {
+    /// The recovery ramp and the rate limit (G5): `Ok(start)` when the
+    /// attempt may start (now, or after a wait within the rate limit's
+    /// horizon), `Err(until)` when it is put off. While a ramp lasts, lanes
+    /// past a quarter of the subscription's wait for its end and the rate
+    /// limit is a quarter.
+    pub(super) async fn pace(
+        &self,
+        d: &Delivery,
+        sub: &Subscription,
+        now: OffsetDateTime,
+    ) -> StoreResult<Result<OffsetDateTime, OffsetDateTime>> {
+        let ramp = sub.health.ramp_until.filter(|t| *t > now);
+        if let Some(until) = ramp {
+            if d.lane >= sub.lanes.quarter().get() {
+                return Ok(Err(until));
+            }
+        }
+        let Some(limit) = rate_limit_at(sub, now) else {
+            return Ok(Ok(now));
+        };
+        match self.ports.rates.reserve(&sub.id, limit, now).await? {
+            Slot::At(at) if at > now => {
+                tokio::time::sleep((at - now).try_into().unwrap_or_default()).await;
+                Ok(Ok(self.ports.clock.now().max(at)))
+            }
+            Slot::At(_) => Ok(Ok(now)),
+            Slot::NotBefore(t) => Ok(Err(t)),
+        }
+    }
+
+    /// The time the request of an attempt paced for `paced` goes out, the
+    /// attempt having begun at `now`: `now`, unless the attempt is late for
+    /// its start under the rate limit; then it takes a new start and waits
+    /// for it (a few tries while none is free within the horizon).
+    pub(super) async fn keep_pace(
+        &self,
+        sub: &Subscription,
+        paced: OffsetDateTime,
+        now: OffsetDateTime,
+    ) -> OffsetDateTime {
+        let Some(limit) = rate_limit_at(sub, now) else {
+            return now;
+        };
+        let slack = Duration::from_micros((interval_us(limit) / 2) as u64).max(LATE_AFTER);
+        let mut now = self.ports.clock.now().max(now);
+        if now - paced <= slack {
+            return now;
+        }
+        for _ in 0..RESERVE_AGAIN {
+            match self.ports.rates.reserve(&sub.id, limit, now).await {
+                Ok(Slot::At(at)) => {
+                    let wait = (at - self.ports.clock.now()).try_into().unwrap_or_default();
+                    tokio::time::sleep(wait).await;
+                    return self.ports.clock.now().max(at);
+                }
+                Ok(Slot::NotBefore(t)) => {
+                    let wait = (t - self.ports.clock.now()).try_into().unwrap_or_default();
+                    tokio::time::sleep(wait).await;
+                    now = self.ports.clock.now().max(t);
+                }
+                Err(e) => {
+                    warn!(subscription_id = sub.id.as_str(), error = %e, "reserving a new start failed; the attempt goes now");
+                    return now;
+                }
+            }
+        }
+        now
+    }
+}
