@@ -25,10 +25,12 @@ AWS_SRC = ROOT / "shared" / "aws" / "src"
 
 
 def code_lines(path):
-    """The file's lines before its unit-test module."""
+    """The file's lines before its unit-test module: an inline
+    `#[cfg(test)] mod name {` at column 0 (a test module in a file of its
+    own, `mod name;`, ends nothing)."""
     lines = path.read_text().splitlines()
-    for i, line in enumerate(lines):
-        if line.startswith("#[cfg(test)]"):
+    for i, line in enumerate(lines[:-1]):
+        if line.startswith("#[cfg(test)]") and re.match(r"^mod \w+ \{", lines[i + 1]):
             return lines[:i]
     return lines
 
@@ -100,7 +102,7 @@ PATH = re.compile(r"\b(crate|super)((?:::(?:super|\w+))+)")
 GROUP = re.compile(r"\b(crate|super)((?:::\w+)*)::\{([^}]*)\}")
 
 
-def referenced(module, text, modules):
+def referenced(module, text, modules, aliases):
     """The modules `text` (of `module`) names."""
     found = set()
 
@@ -113,8 +115,11 @@ def referenced(module, text, modules):
         target = base
         best = base if base in modules else None
         for p in parts:
-            target = target + (p,)
-            if target in modules:
+            if target + (p,) in aliases:
+                target = aliases[target + (p,)]
+                best = target
+            elif target + (p,) in modules:
+                target = target + (p,)
                 best = target
             else:
                 break
@@ -140,11 +145,42 @@ def referenced(module, text, modules):
     return {t for t in found if t != module and module[: len(t)] != t}
 
 
+REEXPORT = re.compile(r"^pub(?:\([^)]*\))? use (\w+(?:::\w+)*)(?:::\{([^}]*)\}| as (\w+))?;", re.M)
+
+
+def reexports(files, modules):
+    """Names a module re-exports, each with the module it comes from: a
+    path through them depends on that module (`crate::dlq`, `crate::AwsStore`)."""
+    out = {}
+    for m, path in files.items():
+        for found in REEXPORT.finditer(strip_comments(code_text(path))):
+            base, names, alias = found.group(1), found.group(2), found.group(3)
+            parts = base.split("::")
+            if parts[0] == "crate":
+                target = tuple(parts[1:])
+            elif parts[0] == "super":
+                target = m[:-1] + tuple(parts[1:])
+            else:
+                target = m + tuple(parts)
+            if names is not None:
+                for name in names.split(","):
+                    name = name.strip().split(" as ")[-1].strip()
+                    if name and target in modules:
+                        out[m + (name,)] = target
+            elif target in modules:
+                out[m + (alias or parts[-1],)] = target
+            elif target[:-1] in modules:
+                out[m + (alias or parts[-1],)] = target[:-1]
+    return out
+
+
 def circles():
     files = {module_of(p): p for p in AWS_SRC.rglob("*.rs")}
     modules = set(files)
+    aliases = reexports(files, modules)
     graph = {
-        m: referenced(m, strip_comments(code_text(p)), modules) for m, p in files.items()
+        m: referenced(m, strip_comments(code_text(p)), modules, aliases)
+        for m, p in files.items()
     }
     # Tarjan's strongly connected components.
     index, low, stack, on, out = {}, {}, [], set(), []

@@ -230,14 +230,16 @@ impl Lanes {
                 (permit, None)
             }
         };
+        // Counted as running before the flag is read: a stop that sees no
+        // attempt running knows none is about to start.
+        let running = Running::start(&self.running);
         if self.stopping.load(Ordering::SeqCst) {
+            drop(running);
             self.retire(key, None);
             return false;
         }
-        let step = {
-            let _running = Running::start(&self.running);
-            self.engine.deliver(d, event).await
-        };
+        let step = self.engine.deliver(d, event).await;
+        drop(running);
         drop(permit);
         match step {
             Ok(Step::Skipped) => {

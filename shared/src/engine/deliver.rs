@@ -9,6 +9,7 @@ use std::time::Duration;
 use time::OffsetDateTime;
 use tracing::{info, warn};
 
+use super::pacing::Pace;
 use super::{Engine, Step};
 use crate::domain::{Attempt, AttemptId, Delivery, Event, Subscription, SubscriptionStatus};
 use crate::health::{health_write_due, next_health, Admit, Sequence};
@@ -70,9 +71,8 @@ impl Engine {
         d: &Delivery,
         sub: &Subscription,
         event: &Event,
-        now: OffsetDateTime,
+        paced: OffsetDateTime,
     ) -> StoreResult<Step> {
-        let paced = now;
         let limit = self.config.tenant_max_in_flight;
         let hold = self.config.attempt_timeout + LEASE_MARGIN;
         let slot = match self.ports.lanes.tenant_slot(d, limit, hold).await {
@@ -85,6 +85,42 @@ impl Engine {
                 return self.put_off_briefly(d).await;
             }
         };
+        // Late for its start under the rate limit (the store was slow): a
+        // new start and a wait for it, before the attempt's start is
+        // written; after a wait the tombstone rule reads the subscription
+        // again.
+        let fresh;
+        let (sub, event, now) = match self.keep_pace(sub, paced).await {
+            Pace::OnTime(now) => (sub, event, now),
+            Pace::Waited(at) => match self.ready(d, Some(event.clone())).await? {
+                Ok(ready) => {
+                    fresh = ready;
+                    (&fresh.0, &fresh.1, at)
+                }
+                Err(step) => {
+                    self.release_slot(d, slot).await;
+                    return Ok(step);
+                }
+            },
+            Pace::NoStart => {
+                self.release_slot(d, slot).await;
+                return self.put_off_briefly(d).await;
+            }
+        };
+        self.begin_in_slot(d, sub, event, now, slot).await
+    }
+
+    /// Writes the attempt's start with its slot held (checked before and
+    /// after the write), then sends it.
+    async fn begin_in_slot(
+        &self,
+        d: &Delivery,
+        sub: &Subscription,
+        event: &Event,
+        now: OffsetDateTime,
+        slot: TenantSlot,
+    ) -> StoreResult<Step> {
+        let hold = self.config.attempt_timeout + LEASE_MARGIN;
         // Checked before the start is written too, so that a slot lost to a
         // slow store costs no attempt number.
         let Some(slot) = self.slot_for_the_request(d, slot, hold).await else {
@@ -98,10 +134,6 @@ impl Engine {
             self.release_slot(d, slot).await;
             return begun.map(|_| Step::Skipped);
         }
-        // Late for its start under the rate limit (the store was slow): a
-        // new start, so that late starts do not crowd the next ones. The
-        // slot's lease is checked after the wait.
-        let now = self.keep_pace(sub, paced, now).await;
         let Some(slot) = self.slot_for_the_request(d, slot, hold).await else {
             // G3 forbids the request. The attempt's number is taken (its
             // start is written), as after a crash: the delivery comes

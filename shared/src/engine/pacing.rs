@@ -1,10 +1,12 @@
 //! Pacing an attempt (G5, and the recovery ramp of G8): the start the
 //! rate limit gives it, reserved before the attempt's writes, and kept:
-//! when the store was slow between the reservation and the request (the
-//! attempt's start written in between), the request would go out late and
-//! crowd the starts reserved after it, so a late attempt takes a new start
-//! and waits for it. A start is late once it is more than half an interval
-//! (at least [`LATE_AFTER`]) behind.
+//! when the store was slow after the reservation (taking the tenant slot),
+//! the request would go out late and crowd the starts reserved after it,
+//! so a late attempt takes a new start and waits for it before its start
+//! is written (the wait eats no lease), reading its subscription again
+//! after the wait; with no new start to be had it is put off. An attempt
+//! is late once it is more than half an interval (at least [`LATE_AFTER`])
+//! behind its start.
 
 use std::time::Duration;
 
@@ -63,42 +65,48 @@ impl Engine {
         }
     }
 
-    /// The time the request of an attempt paced for `paced` goes out, the
-    /// attempt having begun at `now`: `now`, unless the attempt is late for
-    /// its start under the rate limit; then it takes a new start and waits
-    /// for it (a few tries while none is free within the horizon).
-    pub(super) async fn keep_pace(
-        &self,
-        sub: &Subscription,
-        paced: OffsetDateTime,
-        now: OffsetDateTime,
-    ) -> OffsetDateTime {
+    /// Whether an attempt paced for `paced` is still on time for its start
+    /// under the rate limit; when it is late, it takes a new start and
+    /// waits for it (a few tries while none is free within the horizon),
+    /// or has none.
+    pub(super) async fn keep_pace(&self, sub: &Subscription, paced: OffsetDateTime) -> Pace {
+        let now = self.ports.clock.now().max(paced);
         let Some(limit) = rate_limit_at(sub, now) else {
-            return now;
+            return Pace::OnTime(now);
         };
         let slack = Duration::from_micros((interval_us(limit) / 2) as u64).max(LATE_AFTER);
-        let mut now = self.ports.clock.now().max(now);
         if now - paced <= slack {
-            return now;
+            return Pace::OnTime(now);
         }
         for _ in 0..RESERVE_AGAIN {
+            let now = self.ports.clock.now();
             match self.ports.rates.reserve(&sub.id, limit, now).await {
                 Ok(Slot::At(at)) => {
                     let wait = (at - self.ports.clock.now()).try_into().unwrap_or_default();
                     tokio::time::sleep(wait).await;
-                    return self.ports.clock.now().max(at);
+                    return Pace::Waited(self.ports.clock.now().max(at));
                 }
                 Ok(Slot::NotBefore(t)) => {
                     let wait = (t - self.ports.clock.now()).try_into().unwrap_or_default();
                     tokio::time::sleep(wait).await;
-                    now = self.ports.clock.now().max(t);
                 }
                 Err(e) => {
-                    warn!(subscription_id = sub.id.as_str(), error = %e, "reserving a new start failed; the attempt goes now");
-                    return now;
+                    warn!(subscription_id = sub.id.as_str(), error = %e, "reserving a new start failed; the attempt is put off");
+                    return Pace::NoStart;
                 }
             }
         }
-        now
+        Pace::NoStart
     }
+}
+
+/// What [`Engine::keep_pace`] found.
+pub(super) enum Pace {
+    /// On time: the attempt goes at this time.
+    OnTime(OffsetDateTime),
+    /// It was late, took a new start and waited for it: the attempt goes at
+    /// this time, after the subscription is read again.
+    Waited(OffsetDateTime),
+    /// It was late and found no new start: no attempt now.
+    NoStart,
 }

@@ -55,6 +55,8 @@ fn gsi(name: &str) -> anyhow::Result<GlobalSecondaryIndex> {
 impl Resources {
     /// Creates (or finds) every resource; returns their names.
     pub async fn create(&self, sdk: &aws_config::SdkConfig) -> anyhow::Result<Settings> {
+        // Read first: a bad value creates nothing.
+        let fan_out_in_api = super::fan_out_path::fan_out_in_api_from_env()?;
         let table = format!("{}-table", self.prefix);
         let ddb = aws_sdk_dynamodb::Client::new(sdk);
         let exists = ddb.describe_table().table_name(&table).send().await.is_ok();
@@ -102,7 +104,7 @@ impl Resources {
             delivery_queue_url: delivery_url,
             dlq_url,
             slow_queue_url: Some(slow_url),
-            fan_out_in_api: super::fan_out_path::fan_out_in_api_from_env()?,
+            fan_out_in_api,
             // One process on resources it created or found: `serve
             // --backend aws` runs no older version beside it. (A table an
             // older version used is indexed on its wide tenants' next
