@@ -110,3 +110,108 @@ pub(super) enum Pace {
     /// It was late and found no new start: no attempt now.
     NoStart,
 }
+
+#[cfg(test)]
+mod tests {
+    //! The late-start rule on the core, over the embedded store with a
+    //! hand-written rate-limit port that answers as scripted and counts.
+
+    use std::sync::{Arc, Mutex};
+
+    use async_trait::async_trait;
+
+    use super::*;
+    use crate::config::Config;
+    use crate::contract;
+    use crate::domain::{RateLimit, SubscriptionId, TenantId};
+    use crate::engine::{Engine, Outside, Ports};
+    use crate::ports::{NoNotifier, StoreResult, Wakeup};
+    use crate::rate::RateLimits;
+    use crate::sqlite::SqliteStore;
+
+    /// Answers each reservation with the next scripted slot, counting.
+    struct Scripted(Mutex<Vec<Slot>>, Mutex<usize>);
+
+    #[async_trait]
+    impl RateLimits for Scripted {
+        async fn reserve(
+            &self,
+            _: &SubscriptionId,
+            _: RateLimit,
+            _: OffsetDateTime,
+        ) -> StoreResult<Slot> {
+            *self.1.lock().unwrap() += 1;
+            Ok(self.0.lock().unwrap().remove(0))
+        }
+    }
+
+    struct Quiet;
+
+    impl Wakeup for Quiet {
+        fn fan_out(&self, _: &crate::domain::Event) {}
+        fn lanes(&self, _: &TenantId, _: &[(SubscriptionId, Option<u16>)]) {}
+        fn backfill(&self) {}
+    }
+
+    /// An engine whose reservations answer `slots`, and a subscription
+    /// limited to 10 a second (`limited`) or not.
+    fn paced_engine(slots: Vec<Slot>, limited: bool) -> (Arc<Engine>, Arc<Scripted>, Subscription) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("t.db")).unwrap();
+        let mut ports = Ports::build(
+            store,
+            &Config::default(),
+            Outside::default(),
+            Arc::new(Quiet),
+            Arc::new(NoNotifier),
+        )
+        .unwrap();
+        let rates = Arc::new(Scripted(Mutex::new(slots), Mutex::new(0)));
+        ports.rates = rates.clone();
+        let mut sub = contract::subscription(&TenantId::parse("acme").unwrap(), &["*"]);
+        sub.rate_limit = limited.then(|| RateLimit::parse(10).unwrap());
+        (Engine::new(ports, Config::default()), rates, sub)
+    }
+
+    fn calls(rates: &Scripted) -> usize {
+        *rates.1.lock().unwrap()
+    }
+
+    #[tokio::test]
+    async fn an_attempt_on_time_for_its_start_or_without_a_limit_reserves_nothing_more() {
+        let (engine, rates, sub) = paced_engine(vec![], true);
+        let now = OffsetDateTime::now_utc();
+        assert!(matches!(engine.keep_pace(&sub, now).await, Pace::OnTime(_)));
+        let (engine, rates_free, free) = paced_engine(vec![], false);
+        let long_ago = now - time::Duration::seconds(5);
+        assert!(matches!(
+            engine.keep_pace(&free, long_ago).await,
+            Pace::OnTime(_)
+        ));
+        assert_eq!((calls(&rates), calls(&rates_free)), (0, 0));
+    }
+
+    #[tokio::test]
+    async fn a_late_attempt_takes_a_new_start_and_waits_for_it() {
+        let at = OffsetDateTime::now_utc() + time::Duration::milliseconds(50);
+        let (engine, rates, sub) = paced_engine(vec![Slot::At(at)], true);
+        // Half an interval is 50 ms at 10 a second: 200 ms behind is late.
+        let paced = OffsetDateTime::now_utc() - time::Duration::milliseconds(200);
+        match engine.keep_pace(&sub, paced).await {
+            Pace::Waited(start) => assert!(start >= at, "goes at its new start"),
+            _ => panic!("a late attempt takes a new start"),
+        }
+        assert!(OffsetDateTime::now_utc() >= at, "and waits for it");
+        assert_eq!(calls(&rates), 1);
+    }
+
+    #[tokio::test]
+    async fn a_late_attempt_with_no_start_to_be_had_is_put_off() {
+        let soon = OffsetDateTime::now_utc();
+        let none = vec![Slot::NotBefore(soon); RESERVE_AGAIN];
+        let (engine, rates, sub) = paced_engine(none, true);
+        let paced = OffsetDateTime::now_utc() - time::Duration::seconds(1);
+        assert!(matches!(engine.keep_pace(&sub, paced).await, Pace::NoStart));
+        assert_eq!(calls(&rates), RESERVE_AGAIN);
+    }
+}
