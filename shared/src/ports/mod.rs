@@ -8,11 +8,13 @@
 pub mod outside;
 pub mod records;
 pub mod store;
+pub mod turn;
 
 pub use crate::egress::{Dns, SystemDns};
 pub use outside::*;
 pub use records::*;
 pub use store::*;
+pub use turn::*;
 
 /// A storage failure. Carries its cause; the API answers 500 or 503
 /// without the detail, which goes to the log.
