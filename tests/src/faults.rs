@@ -107,15 +107,7 @@ impl FaultProxy {
         let endpoint = format!("http://{}", listener.local_addr().expect("addr"));
         // `HOOKLANE_FAULT_SEED` replays a run's draws (which call each
         // draw lands on still depends on the calls' order).
-        let seed = std::env::var("HOOKLANE_FAULT_SEED")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| {
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map(|d| d.as_nanos() as u64)
-                    .unwrap_or(7)
-            });
+        let seed = crate::seed("HOOKLANE_FAULT_SEED");
         eprintln!("fault proxy {endpoint} -> {upstream}, seed {seed}");
         let state = Arc::new(State {
             upstream: upstream.trim_end_matches('/').to_owned(),

@@ -6,6 +6,7 @@
 pub mod aws;
 mod both;
 pub mod child;
+pub mod dns;
 pub mod edges;
 pub mod faults;
 pub mod receiver;
@@ -55,6 +56,20 @@ pub fn test_env(extra: &[(&str, &str)]) -> HashMap<String, String> {
         env.insert(k.to_string(), v.to_string());
     }
     env
+}
+
+/// A seed for a test's pseudo-random draws: `var` from the environment,
+/// to replay a run, or else the clock (printed by the caller).
+pub fn seed(var: &str) -> u64 {
+    std::env::var(var)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(7)
+        })
 }
 
 /// Sends the server's logs to the test's captured output (shown when a

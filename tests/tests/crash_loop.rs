@@ -97,15 +97,7 @@ async fn after_ten_sigkills_during_a_load_every_accepted_event_reaches_every_sub
         ("HOOKLANE_ATTEMPT_TIMEOUT", "3s"),
     ]);
     // `HOOKLANE_CRASH_SEED` replays a run's kill points.
-    let seed = std::env::var("HOOKLANE_CRASH_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos() as u64)
-                .unwrap_or(11)
-        });
+    let seed = hooklane_tests::seed("HOOKLANE_CRASH_SEED");
     eprintln!("crash loop seed {seed}");
     let mut rng = Rng(seed);
 

@@ -6,39 +6,16 @@
 //! The test's resolver answers for one name of its own; only the loopback
 //! answer could ever be connected to, and the public one never is.
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::net::Ipv4Addr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
-use hooklane_core::ports::{Dns, SystemDns};
+use hooklane_tests::dns::SwitchingDns;
 use hooklane_tests::{eventually, test_env, Outside, Receiver, Server};
 use serde_json::{json, Value};
 
 /// The name the test resolver answers for.
 const NAME: &str = "rebind.hooklane.test";
-
-/// Answers a public address for [`NAME`] until `rebound`, then loopback.
-#[derive(Debug, Default)]
-struct Rebinding {
-    rebound: AtomicBool,
-}
-
-#[async_trait]
-impl Dns for Rebinding {
-    async fn lookup(&self, host: &str, port: u16) -> std::io::Result<Vec<SocketAddr>> {
-        if host != NAME {
-            return SystemDns.lookup(host, port).await;
-        }
-        let ip = if self.rebound.load(Ordering::SeqCst) {
-            Ipv4Addr::LOCALHOST
-        } else {
-            Ipv4Addr::new(93, 184, 215, 14)
-        };
-        Ok(vec![SocketAddr::new(IpAddr::V4(ip), port)])
-    }
-}
 
 async fn attempts(server: &Server, sub_id: &str) -> Vec<Value> {
     let (_, body) = server
@@ -54,7 +31,13 @@ async fn attempts(server: &Server, sub_id: &str) -> Vec<Value> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_name_rebound_to_loopback_after_registration_is_refused_at_delivery_and_logged() {
     let rx = Receiver::start().await;
-    let dns = Arc::new(Rebinding::default());
+    // A public address at registration, loopback at delivery.
+    let public = Ipv4Addr::new(93, 184, 215, 14);
+    let dns = Arc::new(SwitchingDns::new(
+        NAME,
+        Some(public),
+        Some(Ipv4Addr::LOCALHOST),
+    ));
     // Plain http to reach the loopback receiver's port, but private
     // targets refused, as in production.
     let env = test_env(&[("HOOKLANE_ALLOW_PRIVATE_TARGETS", "false")]);
@@ -68,7 +51,7 @@ async fn a_name_rebound_to_loopback_after_registration_is_refused_at_delivery_an
 
     let sub = server.subscribe("acme", &url, &["*"]).await;
     let sub_id = sub["id"].as_str().expect("id").to_owned();
-    dns.rebound.store(true, Ordering::SeqCst);
+    dns.switch();
     server
         .publish("acme", "invoice.paid", json!({"n": 1}))
         .await;

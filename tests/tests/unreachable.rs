@@ -4,41 +4,17 @@
 //! is a *retryable* one (the ladder runs, the delivery parks, the
 //! subscription stays active). Compressed schedules; loopback only.
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::net::Ipv4Addr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
-use hooklane_core::ports::{Dns, SystemDns};
 use hooklane_tests::child::free_port;
+use hooklane_tests::dns::SwitchingDns;
 use hooklane_tests::{test_env, Outside, Server};
 use serde_json::{json, Value};
 
 /// The name the test resolver answers for.
 const NAME: &str = "gone.hooklane.test";
-
-/// Answers loopback for [`NAME`] until `gone`, then "no such host".
-#[derive(Debug, Default)]
-struct Vanishing {
-    gone: AtomicBool,
-}
-
-#[async_trait]
-impl Dns for Vanishing {
-    async fn lookup(&self, host: &str, port: u16) -> std::io::Result<Vec<SocketAddr>> {
-        if host != NAME {
-            return SystemDns.lookup(host, port).await;
-        }
-        if self.gone.load(Ordering::SeqCst) {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::NotFound,
-                "no such host",
-            ));
-        }
-        Ok(vec![SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port)])
-    }
-}
 
 /// The attempt log of a subscription of `acme`.
 async fn attempts(server: &Server, sub_id: &str) -> Vec<Value> {
@@ -66,7 +42,8 @@ async fn shown(server: &Server, sub_id: &str) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_host_that_stopped_resolving_fails_fatally_and_is_suspended_at_the_fatal_limit() {
-    let dns = Arc::new(Vanishing::default());
+    // Loopback at registration; the name is gone at delivery.
+    let dns = Arc::new(SwitchingDns::new(NAME, Some(Ipv4Addr::LOCALHOST), None));
     let env = test_env(&[
         ("HOOKLANE_RETRY_SCHEDULE", "0s,100ms"),
         (
@@ -84,7 +61,7 @@ async fn a_host_that_stopped_resolving_fails_fatally_and_is_suspended_at_the_fat
         .subscribe("acme", &format!("http://{NAME}:{port}/hooks"), &["*"])
         .await;
     let sub_id = sub["id"].as_str().expect("id").to_owned();
-    dns.gone.store(true, Ordering::SeqCst);
+    dns.switch();
     for n in 0..2 {
         server
             .publish("acme", "invoice.paid", json!({ "n": n }))
