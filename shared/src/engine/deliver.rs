@@ -9,7 +9,6 @@ use std::time::Duration;
 use time::OffsetDateTime;
 use tracing::{info, warn};
 
-use super::pacing::Pace;
 use super::{Engine, Step};
 use crate::domain::{Attempt, AttemptId, Delivery, Event, Subscription, SubscriptionStatus};
 use crate::health::{health_write_due, next_health, Admit, Sequence};
@@ -85,39 +84,29 @@ impl Engine {
                 return self.put_off_briefly(d).await;
             }
         };
-        // Late for its start under the rate limit (the store was slow): a
-        // new start and a wait for it, before the attempt's start is
-        // written; after a wait the tombstone rule reads the subscription
-        // again.
-        let fresh;
-        let (sub, event, now) = match self.keep_pace(sub, paced).await {
-            Pace::OnTime(now) => (sub, event, now),
-            Pace::Waited(at) => match self.ready(d, Some(event.clone())).await? {
-                Ok(ready) => {
-                    fresh = ready;
-                    (&fresh.0, &fresh.1, at)
-                }
-                Err(step) => {
-                    self.release_slot(d, slot).await;
-                    return Ok(step);
-                }
-            },
-            Pace::NoStart => {
-                self.release_slot(d, slot).await;
-                return self.put_off_briefly(d).await;
-            }
+        // Late for its start under the rate limit (a slow store): a new
+        // start, before the attempt's start is written (see pacing).
+        let kept = match self
+            .keep_pace_in_slot(d, (sub, event), paced, None, slot)
+            .await?
+        {
+            Ok(kept) => kept,
+            Err(step) => return Ok(step),
         };
-        self.begin_in_slot(d, sub, event, now, slot).await
+        let (sub, event) = kept.fresh.as_ref().map_or((sub, event), |(s, e)| (s, e));
+        self.begin_in_slot(d, sub, event, kept.start, kept.slot)
+            .await
     }
 
     /// Writes the attempt's start with its slot held (checked before and
-    /// after the write), then sends it.
+    /// after the write), then sends it; `start` is the one it keeps under
+    /// the rate limit.
     async fn begin_in_slot(
         &self,
         d: &Delivery,
         sub: &Subscription,
         event: &Event,
-        now: OffsetDateTime,
+        start: OffsetDateTime,
         slot: TenantSlot,
     ) -> StoreResult<Step> {
         let hold = self.config.attempt_timeout + LEASE_MARGIN;
@@ -127,20 +116,31 @@ impl Engine {
             return self.put_off_briefly(d).await;
         };
         // The attempt starts now: taking the slot may have taken a while.
-        let now = self.ports.clock.now().max(now);
+        let now = self.ports.clock.now().max(start);
         let lease = now + hold;
         let begun = self.ports.lanes.begin(d, now, lease).await;
         if !matches!(begun, Ok(true)) {
             self.release_slot(d, slot).await;
             return begun.map(|_| Step::Skipped);
         }
-        let Some(slot) = self.slot_for_the_request(d, slot, hold).await else {
-            // G3 forbids the request. The attempt's number is taken (its
-            // start is written), as after a crash: the delivery comes
-            // round again once the attempt's lease has passed, and its
-            // next attempt has the next number.
+        // The write may have been the slow part: late again, the attempt
+        // waits for a new start that leaves its request inside the lease.
+        let by = now + LEASE_MARGIN - super::CLOCK_ALLOWANCE;
+        let kept = match self
+            .keep_pace_in_slot(d, (sub, event), start, Some(by), slot)
+            .await?
+        {
+            Ok(kept) => kept,
+            Err(step) => return Ok(step),
+        };
+        let (sub, event) = kept.fresh.as_ref().map_or((sub, event), |(s, e)| (s, e));
+        let Some(slot) = self.slot_for_the_request(d, kept.slot, hold).await else {
+            // G3 forbids the request. Its number is taken (its start is
+            // written), as after a crash: it comes round again after the
+            // lease, with the next number.
             return self.put_off_briefly(d).await;
         };
+        let now = self.ports.clock.now().max(kept.start);
         self.attempt_now(d, sub, event, now, slot).await
     }
 
@@ -183,7 +183,7 @@ impl Engine {
 
     /// Puts a delivery off for a second: the tenant bound's bookkeeping
     /// could not be read, or its slot was lost before the request.
-    async fn put_off_briefly(&self, d: &Delivery) -> StoreResult<Step> {
+    pub(super) async fn put_off_briefly(&self, d: &Delivery) -> StoreResult<Step> {
         let soon = self.ports.clock.now() + Duration::from_secs(1);
         self.put_off(d, soon).await
     }
@@ -198,7 +198,7 @@ impl Engine {
     /// The subscription (read consistently) and the event of a delivery
     /// about to be attempted, or how its turn ended without an attempt: the
     /// subscription is gone (dropped) or suspended (held).
-    async fn ready(
+    pub(super) async fn ready(
         &self,
         d: &Delivery,
         event: Option<Event>,

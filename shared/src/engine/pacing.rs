@@ -4,18 +4,23 @@
 //! the request would go out late and crowd the starts reserved after it,
 //! so a late attempt takes a new start and waits for it before its start
 //! is written (the wait eats no lease), reading its subscription again
-//! after the wait; with no new start to be had it is put off. An attempt
+//! after the wait (and checking that this read did not make it late in
+//! turn); with no new start to be had it is put off. An attempt
 //! is late once it is more than half an interval (at least [`LATE_AFTER`])
-//! behind its start.
+//! behind its start. The check runs twice: after the tenant slot is taken,
+//! and again after the start is written, since that write can be the slow
+//! one; the second wait must end within the lease the start was written
+//! with, and when no start fits there the attempt is put off as when its
+//! slot is lost after the write (its number taken, as after a crash).
 
 use std::time::Duration;
 
 use time::OffsetDateTime;
 use tracing::warn;
 
-use super::Engine;
-use crate::domain::{Delivery, RateLimit, Subscription};
-use crate::ports::StoreResult;
+use super::{Engine, Step};
+use crate::domain::{Delivery, Event, RateLimit, Subscription};
+use crate::ports::{StoreResult, TenantSlot};
 use crate::rate::{interval_us, Slot};
 
 /// The least slip that makes an attempt late for its start.
@@ -36,8 +41,9 @@ fn rate_limit_at(sub: &Subscription, now: OffsetDateTime) -> Option<RateLimit> {
 
 impl Engine {
     /// The recovery ramp and the rate limit (G5): `Ok(start)` when the
-    /// attempt may start (now, or after a wait within the rate limit's
-    /// horizon), `Err(until)` when it is put off. While a ramp lasts, lanes
+    /// attempt may start (the start it reserved, now or after a wait within
+    /// the rate limit's horizon; `now` without a limit), `Err(until)` when
+    /// it is put off. While a ramp lasts, lanes
     /// past a quarter of the subscription's wait for its end and the rate
     /// limit is a quarter.
     pub(super) async fn pace(
@@ -56,35 +62,78 @@ impl Engine {
             return Ok(Ok(now));
         };
         match self.ports.rates.reserve(&sub.id, limit, now).await? {
-            Slot::At(at) if at > now => {
-                tokio::time::sleep((at - now).try_into().unwrap_or_default()).await;
-                Ok(Ok(self.ports.clock.now().max(at)))
+            Slot::At(at) => {
+                let wait = (at - self.ports.clock.now()).try_into().unwrap_or_default();
+                tokio::time::sleep(wait).await;
+                Ok(Ok(at))
             }
-            Slot::At(_) => Ok(Ok(now)),
             Slot::NotBefore(t) => Ok(Err(t)),
         }
+    }
+
+    /// [`Engine::keep_pace`] for an attempt holding its tenant slot: the
+    /// start it goes at and, after a wait, its subscription and event read
+    /// again (tombstone rule); or how its turn ended (the slot given back):
+    /// the subscription went or was suspended during the wait, or no start
+    /// was to be had by `by`, or the read after each wait made it late
+    /// again (put off briefly).
+    pub(super) async fn keep_pace_in_slot(
+        &self,
+        d: &Delivery,
+        (sub, event): (&Subscription, &Event),
+        paced: OffsetDateTime,
+        by: Option<OffsetDateTime>,
+        slot: TenantSlot,
+    ) -> StoreResult<Result<Kept, Step>> {
+        let mut fresh: Option<(Subscription, Event)> = None;
+        let mut paced = paced;
+        for _ in 0..RESERVE_AGAIN {
+            let sub = fresh.as_ref().map_or(sub, |(s, _)| s);
+            match self.keep_pace(sub, paced, by).await {
+                Pace::OnTime(start) => return Ok(Ok(Kept { start, fresh, slot })),
+                // The read after the wait can make it late again: checked
+                // once more against the start it waited for.
+                Pace::Waited(at) => match self.ready(d, Some(event.clone())).await? {
+                    Ok(ready) => (fresh, paced) = (Some(ready), at),
+                    Err(step) => {
+                        self.release_slot(d, slot).await;
+                        return Ok(Err(step));
+                    }
+                },
+                Pace::NoStart => break,
+            }
+        }
+        self.release_slot(d, slot).await;
+        self.put_off_briefly(d).await.map(Err)
     }
 
     /// Whether an attempt paced for `paced` is still on time for its start
     /// under the rate limit; when it is late, it takes a new start and
     /// waits for it (a few tries while none is free within the horizon),
-    /// or has none.
-    pub(super) async fn keep_pace(&self, sub: &Subscription, paced: OffsetDateTime) -> Pace {
+    /// or has none, also when the new start falls after `by`.
+    pub(super) async fn keep_pace(
+        &self,
+        sub: &Subscription,
+        paced: OffsetDateTime,
+        by: Option<OffsetDateTime>,
+    ) -> Pace {
         let now = self.ports.clock.now().max(paced);
         let Some(limit) = rate_limit_at(sub, now) else {
-            return Pace::OnTime(now);
+            return Pace::OnTime(paced);
         };
         let slack = Duration::from_micros((interval_us(limit) / 2) as u64).max(LATE_AFTER);
         if now - paced <= slack {
-            return Pace::OnTime(now);
+            return Pace::OnTime(paced);
         }
+        let too_late = |t: OffsetDateTime| by.is_some_and(|by| t > by);
         for _ in 0..RESERVE_AGAIN {
             let now = self.ports.clock.now();
             match self.ports.rates.reserve(&sub.id, limit, now).await {
+                Ok(Slot::At(at) | Slot::NotBefore(at)) if too_late(at) => return Pace::NoStart,
                 Ok(Slot::At(at)) => {
                     let wait = (at - self.ports.clock.now()).try_into().unwrap_or_default();
                     tokio::time::sleep(wait).await;
-                    return Pace::Waited(self.ports.clock.now().max(at));
+                    return Pace::Waited(at);
                 }
                 Ok(Slot::NotBefore(t)) => {
                     let wait = (t - self.ports.clock.now()).try_into().unwrap_or_default();
@@ -100,12 +149,25 @@ impl Engine {
     }
 }
 
+/// An attempt on time for its start (see [`Engine::keep_pace_in_slot`]).
+pub(super) struct Kept {
+    /// The start it keeps under the rate limit (the one it was paced for,
+    /// or the new one it waited for): what a later check measures its
+    /// lateness against.
+    pub start: OffsetDateTime,
+    /// Its subscription and event read again after a wait; `None` when
+    /// those at hand hold (no wait).
+    pub fresh: Option<(Subscription, Event)>,
+    /// Its tenant slot, still to be checked right before the request.
+    pub slot: TenantSlot,
+}
+
 /// What [`Engine::keep_pace`] found.
 pub(super) enum Pace {
-    /// On time: the attempt goes at this time.
+    /// On time for the start it was paced for (this one).
     OnTime(OffsetDateTime),
-    /// It was late, took a new start and waited for it: the attempt goes at
-    /// this time, after the subscription is read again.
+    /// It was late, took this new start and waited for it: it goes after
+    /// the subscription is read again.
     Waited(OffsetDateTime),
     /// It was late and found no new start: no attempt now.
     NoStart,
@@ -181,11 +243,14 @@ mod tests {
     async fn an_attempt_on_time_for_its_start_or_without_a_limit_reserves_nothing_more() {
         let (engine, rates, sub) = paced_engine(vec![], true);
         let now = OffsetDateTime::now_utc();
-        assert!(matches!(engine.keep_pace(&sub, now).await, Pace::OnTime(_)));
+        assert!(matches!(
+            engine.keep_pace(&sub, now, None).await,
+            Pace::OnTime(_)
+        ));
         let (engine, rates_free, free) = paced_engine(vec![], false);
         let long_ago = now - time::Duration::seconds(5);
         assert!(matches!(
-            engine.keep_pace(&free, long_ago).await,
+            engine.keep_pace(&free, long_ago, None).await,
             Pace::OnTime(_)
         ));
         assert_eq!((calls(&rates), calls(&rates_free)), (0, 0));
@@ -197,7 +262,7 @@ mod tests {
         let (engine, rates, sub) = paced_engine(vec![Slot::At(at)], true);
         // Half an interval is 50 ms at 10 a second: 200 ms behind is late.
         let paced = OffsetDateTime::now_utc() - time::Duration::milliseconds(200);
-        match engine.keep_pace(&sub, paced).await {
+        match engine.keep_pace(&sub, paced, None).await {
             Pace::Waited(start) => assert!(start >= at, "goes at its new start"),
             _ => panic!("a late attempt takes a new start"),
         }
@@ -211,7 +276,27 @@ mod tests {
         let none = vec![Slot::NotBefore(soon); RESERVE_AGAIN];
         let (engine, rates, sub) = paced_engine(none, true);
         let paced = OffsetDateTime::now_utc() - time::Duration::seconds(1);
-        assert!(matches!(engine.keep_pace(&sub, paced).await, Pace::NoStart));
+        assert!(matches!(
+            engine.keep_pace(&sub, paced, None).await,
+            Pace::NoStart
+        ));
         assert_eq!(calls(&rates), RESERVE_AGAIN);
+    }
+
+    #[tokio::test]
+    async fn a_late_attempt_whose_new_start_falls_after_its_lease_has_none() {
+        // Late after its start was written: the new start is two seconds
+        // off, the lease ends in one, so it neither waits nor goes.
+        let now = OffsetDateTime::now_utc();
+        let at = now + time::Duration::seconds(2);
+        let (engine, rates, sub) = paced_engine(vec![Slot::At(at)], true);
+        let paced = now - time::Duration::milliseconds(200);
+        let by = Some(now + time::Duration::seconds(1));
+        assert!(matches!(
+            engine.keep_pace(&sub, paced, by).await,
+            Pace::NoStart
+        ));
+        assert!(OffsetDateTime::now_utc() < at, "without waiting for it");
+        assert_eq!(calls(&rates), 1);
     }
 }
