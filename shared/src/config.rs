@@ -70,6 +70,8 @@ pub struct Config {
     /// How long `serve` waits for a request's head and body
     /// (`HOOKLANE_HEADER_TIMEOUT`, `HOOKLANE_BODY_TIMEOUT`, 30s each).
     pub read_timeouts: ReadTimeouts,
+    /// Whether logs are JSON lines ([`log_json`]).
+    pub log_json: bool,
 }
 
 impl Default for Config {
@@ -93,6 +95,7 @@ impl Default for Config {
             breaker: BreakerConfig::default(),
             recovery_ramp: RampConfig::default(),
             read_timeouts: ReadTimeouts::default(),
+            log_json: false,
         }
     }
 }
@@ -121,6 +124,22 @@ pub fn parse_bool(var: &'static str, raw: &str) -> Result<bool, ConfigError> {
         "1" | "true" | "yes" | "on" => Ok(true),
         "0" | "false" | "no" | "off" | "" => Ok(false),
         other => Err(bad(var, format!("`{other}` is not true or false"))),
+    }
+}
+
+/// Whether logs are JSON lines: `HOOKLANE_LOG_FORMAT` (`json` or `text`;
+/// unset: text, or JSON on Lambda). Read by [`crate::telemetry::init`],
+/// which runs before the rest of the configuration so that its errors are
+/// logged, and again by [`Config::from_lookup`], which refuses a bad value.
+pub fn log_json(get: &impl Fn(&str) -> Option<String>) -> Result<bool, ConfigError> {
+    match get("HOOKLANE_LOG_FORMAT").as_deref().map(str::trim) {
+        Some("json") => Ok(true),
+        Some("text") => Ok(false),
+        None | Some("") => Ok(get("AWS_LAMBDA_FUNCTION_NAME").is_some()),
+        Some(other) => Err(bad(
+            "HOOKLANE_LOG_FORMAT",
+            format!("`{other}` is not json or text"),
+        )),
     }
 }
 
@@ -245,6 +264,7 @@ impl Config {
         }
         c.read_health(&get)?;
         c.read_timeouts = read_timeouts(&get)?;
+        c.log_json = log_json(&get)?;
         Ok(c)
     }
 
@@ -352,6 +372,18 @@ mod tests {
     }
 
     #[test]
+    fn logs_are_json_when_asked_or_on_lambda() {
+        assert!(!read(&[]).unwrap().log_json);
+        assert!(read(&[("HOOKLANE_LOG_FORMAT", "json")]).unwrap().log_json);
+        assert!(read(&[("AWS_LAMBDA_FUNCTION_NAME", "f")]).unwrap().log_json);
+        let text = [
+            ("AWS_LAMBDA_FUNCTION_NAME", "f"),
+            ("HOOKLANE_LOG_FORMAT", "text"),
+        ];
+        assert!(!read(&text).unwrap().log_json);
+    }
+
+    #[test]
     fn a_bad_value_names_its_variable() {
         for (k, v) in [
             ("HOOKLANE_RETRY_SCHEDULE", "0s,later"),
@@ -366,6 +398,7 @@ mod tests {
             ("HOOKLANE_BACKFILL_RATE", "fast"),
             ("HOOKLANE_HEADER_TIMEOUT", "1ms"),
             ("HOOKLANE_BODY_TIMEOUT", "never"),
+            ("HOOKLANE_LOG_FORMAT", "yaml"),
         ] {
             let err = read(&[(k, v)]).unwrap_err();
             assert_eq!(err.var, k);

@@ -102,7 +102,7 @@ impl RateLimits for InMemoryRates {
         let mut map = self
             .tat
             .lock()
-            .map_err(|_| crate::ports::StoreError::Backend("rate limits poisoned".into()))?;
+            .map_err(|_| crate::ports::StoreError::backend("rate limits poisoned"))?;
         let (slot, next) = reserve(map.get(sub).copied(), now, limit);
         if let Some(next) = next {
             // Entries of idle subscriptions go once they are stale.

@@ -20,10 +20,26 @@ fn filter() -> Targets {
         .unwrap_or_else(|| Targets::new().with_default(tracing::Level::INFO))
 }
 
+/// An error and its causes on one line (`outer: cause: root cause`), for
+/// log fields: `error = %Chain(&e)`.
+pub struct Chain<'a>(pub &'a (dyn std::error::Error + 'static));
+
+impl std::fmt::Display for Chain<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut cause = self.0.source();
+        while let Some(e) = cause {
+            write!(f, ": {e}")?;
+            cause = e.source();
+        }
+        Ok(())
+    }
+}
+
 /// Installs the global subscriber once; later calls do nothing.
 pub fn init() {
-    let json = std::env::var("HOOKLANE_LOG_FORMAT").is_ok_and(|v| v == "json")
-        || std::env::var("AWS_LAMBDA_FUNCTION_NAME").is_ok();
+    // A bad value is refused (named) by the configuration, read next.
+    let json = crate::config::log_json(&|k| std::env::var(k).ok()).unwrap_or(false);
     let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
     let registry = tracing_subscriber::registry().with(filter());
     let _ = if json {

@@ -30,6 +30,14 @@ pub fn child_env() -> Vec<(String, String)> {
     .collect()
 }
 
+/// The AWS side's settings of a server a test starts in this process: the
+/// test's own variables first, then the process's (`HOOKLANE_COUNT_AWS_CALLS`
+/// for a figure, say).
+pub fn env_of(env: &std::collections::HashMap<String, String>) -> hooklane_aws::AwsEnv {
+    hooklane_aws::AwsEnv::from_lookup(|k| env.get(k).cloned().or_else(|| std::env::var(k).ok()))
+        .expect("the test's AWS settings")
+}
+
 /// SDK configuration for the local server.
 pub async fn sdk() -> SdkConfig {
     sdk_at(&endpoint()).await

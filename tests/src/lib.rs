@@ -118,6 +118,7 @@ impl Server {
             Backend::Aws => Some(aws::sdk().await),
             Backend::Embedded => None,
         };
+        let aws_env = aws::env_of(&env);
         Self::launch(env, move |listener, config, db, stop| {
             Box::pin(async move {
                 match sdk {
@@ -132,7 +133,7 @@ impl Server {
                         };
                         hooklane_aws::queue_poller::serve(
                             listener,
-                            config,
+                            (config, aws_env),
                             sdk,
                             None,
                             Some(resources),
@@ -154,9 +155,11 @@ impl Server {
         sdk: aws_config::SdkConfig,
         settings: hooklane_aws::Settings,
     ) -> Self {
+        let aws_env = aws::env_of(&env);
         Self::launch(env, move |listener, config, _db, stop| {
             Box::pin(async move {
-                hooklane_aws::queue_poller::serve(listener, config, sdk, Some(settings), None, stop)
+                let both = (config, aws_env);
+                hooklane_aws::queue_poller::serve(listener, both, sdk, Some(settings), None, stop)
                     .await
             })
         })

@@ -1618,7 +1618,7 @@ async fn a_hold_read_without_the_record_ends_a_delivery_at_its_own_attempts_unle
     assert!(
         matches!(
             refused,
-            Err(hooklane_core::ports::StoreError::Unavailable(_))
+            Err(hooklane_core::ports::StoreError::Unavailable(..))
         ),
         "a hold beside a running attempt must send its message back: {refused:?}"
     );

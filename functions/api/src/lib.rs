@@ -19,29 +19,7 @@ use hooklane_core::api::{router, AppState, Auth};
 use hooklane_core::engine::Engine;
 use lambda_http::request::RequestContext;
 
-/// How API Gateway authenticates callers (`HOOKLANE_AUTH_MODE`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AuthMode {
-    /// SigV4-signed requests, scoped by IAM policy.
-    Iam,
-    /// Bearer JWTs, scoped by the `hooklane_tenants` claim.
-    Jwt,
-}
-
-impl AuthMode {
-    /// Reads `HOOKLANE_AUTH_MODE` (`IAM`, the default, or `JWT`).
-    pub fn from_env() -> anyhow::Result<Self> {
-        match std::env::var("HOOKLANE_AUTH_MODE")
-            .unwrap_or_default()
-            .to_ascii_uppercase()
-            .as_str()
-        {
-            "" | "IAM" => Ok(Self::Iam),
-            "JWT" => Ok(Self::Jwt),
-            other => anyhow::bail!("HOOKLANE_AUTH_MODE: `{other}` is not IAM or JWT"),
-        }
-    }
-}
+pub use hooklane_aws::AuthMode;
 
 /// The app served by the function.
 pub fn app(engine: Arc<Engine>, mode: AuthMode) -> Router {

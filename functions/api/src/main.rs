@@ -6,7 +6,7 @@
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
     hooklane_core::telemetry::init();
-    let mode = hooklane_api::AuthMode::from_env()?;
-    let (_store, engine) = hooklane_aws::wiring::from_env().await?;
-    lambda_http::run(hooklane_api::app(engine, mode)).await
+    let env = hooklane_aws::AwsEnv::from_env()?;
+    let (_store, engine) = hooklane_aws::wiring::from_env(&env).await?;
+    lambda_http::run(hooklane_api::app(engine, env.auth_mode)).await
 }

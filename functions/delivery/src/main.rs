@@ -11,7 +11,8 @@ use lambda_runtime::{service_fn, LambdaEvent};
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
     hooklane_core::telemetry::init();
-    let (store, engine) = hooklane_aws::wiring::delivery_from_env().await?;
+    let (store, engine) =
+        hooklane_aws::wiring::delivery_from_env(&hooklane_aws::AwsEnv::from_env()?).await?;
     let ctx = Deliver { engine, store };
     let ctx = &ctx;
     lambda_runtime::run(service_fn(|event: LambdaEvent<SqsEvent>| async move {

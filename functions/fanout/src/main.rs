@@ -12,7 +12,8 @@ use lambda_runtime::{service_fn, LambdaEvent};
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
     hooklane_core::telemetry::init();
-    let (store, engine) = hooklane_aws::wiring::from_env().await?;
+    let (store, engine) =
+        hooklane_aws::wiring::from_env(&hooklane_aws::AwsEnv::from_env()?).await?;
     let ctx = FanOut {
         engine,
         store,

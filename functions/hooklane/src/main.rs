@@ -25,6 +25,7 @@ use std::path::PathBuf;
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use hooklane_core::config::Config;
+use hooklane_core::telemetry::Chain;
 
 #[derive(Parser)]
 #[command(
@@ -145,7 +146,7 @@ async fn serve(listen: SocketAddr, store: Store) -> anyhow::Result<()> {
     survive_file_size_limit();
     // Each hung receiver holds a socket: allow many at once.
     if let Err(e) = rlimit::increase_nofile_limit(65_536) {
-        tracing::warn!(error = %e, "could not raise the open-file limit");
+        tracing::warn!(error = %Chain(&e), "could not raise the open-file limit");
     }
     let listener = tokio::net::TcpListener::bind(listen)
         .await
@@ -157,6 +158,8 @@ async fn serve(listen: SocketAddr, store: Store) -> anyhow::Result<()> {
         }
         #[cfg(feature = "aws")]
         Store::Aws { create } => {
+            // Read before anything is created: a bad value creates nothing.
+            let aws_env = hooklane_aws::AwsEnv::from_env().context("configuration")?;
             let resources = create.map(|prefix| hooklane_aws::Resources {
                 prefix,
                 // Six times the longest an attempt may hold a message.
@@ -165,7 +168,7 @@ async fn serve(listen: SocketAddr, store: Store) -> anyhow::Result<()> {
             let sdk = hooklane_aws::sdk_config().await;
             hooklane_aws::queue_poller::serve(
                 listener,
-                config,
+                (config, aws_env),
                 sdk,
                 None,
                 resources,
@@ -194,7 +197,7 @@ fn survive_file_size_limit() {
                     }
                 });
             }
-            Err(e) => tracing::warn!(error = %e, "could not handle SIGXFSZ"),
+            Err(e) => tracing::warn!(error = %Chain(&e), "could not handle SIGXFSZ"),
         }
     }
 }

@@ -275,9 +275,18 @@ fn settle(
     [wru, rru, sqs]
 }
 
-/// Whether counting is on (`HOOKLANE_COUNT_AWS_CALLS=1`).
+/// Set once an adapter that counts its calls is built in this process.
+static ON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether counting is on: an adapter that counts was built
+/// ([`crate::Settings::count_calls`], `HOOKLANE_COUNT_AWS_CALLS`).
 pub fn enabled() -> bool {
-    std::env::var("HOOKLANE_COUNT_AWS_CALLS").is_ok_and(|v| v == "1")
+    ON.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Turns counting on for this process.
+pub(crate) fn switch_on() {
+    ON.store(true, std::sync::atomic::Ordering::Relaxed);
 }
 
 /// The interceptor that counts each call once, before it is sent (retries

@@ -17,21 +17,24 @@
 
 pub mod calls;
 pub mod capacity;
+pub mod env;
 pub mod handlers;
 mod messages;
 pub mod queue_poller;
 mod store;
 pub mod wiring;
 
+pub use env::{AuthMode, AwsEnv, LocalPoll};
 pub use store::dead_letter_queue as dlq;
-pub use store::{fan_out_in_api_from_env, AwsStore, Pool, Resources};
+pub use store::{AwsStore, Pool, Resources};
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
-/// The names of the AWS resources hooklane uses, read from the environment
-/// (`HOOKLANE_TABLE`, `HOOKLANE_INGEST_QUEUE_URL`,
-/// `HOOKLANE_DELIVERY_QUEUE_URL`, `HOOKLANE_DLQ_URL`, and
-/// `HOOKLANE_SLOW_QUEUE_URL` for the slow pool, when there is one).
+/// The names of the AWS resources hooklane uses and the settings that go
+/// with them: from the environment ([`AwsEnv::settings`]: `HOOKLANE_TABLE`,
+/// `HOOKLANE_INGEST_QUEUE_URL`, `HOOKLANE_DELIVERY_QUEUE_URL`,
+/// `HOOKLANE_DLQ_URL`, and `HOOKLANE_SLOW_QUEUE_URL` for the slow pool, when
+/// there is one), or made by the process ([`Resources::create`]).
 #[derive(Debug, Clone, Default)]
 pub struct Settings {
     /// The DynamoDB table (single-table design).
@@ -55,31 +58,19 @@ pub struct Settings {
     /// `serve --backend aws --create-resources` (one process, no older
     /// version beside it).
     pub type_index_settle: std::time::Duration,
+    /// The SNS topic told of suspensions (`HOOKLANE_OPERATOR_TOPIC_ARN`).
+    pub operator_topic_arn: Option<String>,
+    /// Whether every AWS call is counted (`HOOKLANE_COUNT_AWS_CALLS`).
+    pub count_calls: bool,
+    /// Which queues the stand-in polls (`HOOKLANE_LOCAL_POLL`).
+    pub local_poll: LocalPoll,
 }
 
 /// A deployed process's wait before it writes a type index: a stack
 /// update replaces every function's code within it, and the old
 /// instances finish their invocations (at most the API's 29 s integration
 /// timeout) well within it.
-const TYPE_INDEX_SETTLE: std::time::Duration = std::time::Duration::from_secs(600);
-
-impl Settings {
-    /// Reads the settings; names the first missing variable.
-    pub fn from_env() -> anyhow::Result<Self> {
-        let get = |k: &str| std::env::var(k).map_err(|_| anyhow::anyhow!("{k} is not set"));
-        Ok(Self {
-            table: get("HOOKLANE_TABLE")?,
-            ingest_queue_url: get("HOOKLANE_INGEST_QUEUE_URL")?,
-            delivery_queue_url: get("HOOKLANE_DELIVERY_QUEUE_URL")?,
-            dlq_url: get("HOOKLANE_DLQ_URL")?,
-            slow_queue_url: std::env::var("HOOKLANE_SLOW_QUEUE_URL")
-                .ok()
-                .filter(|u| !u.is_empty()),
-            fan_out_in_api: store::fan_out_in_api_from_env()?,
-            type_index_settle: TYPE_INDEX_SETTLE,
-        })
-    }
-}
+pub(crate) const TYPE_INDEX_SETTLE: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// Builds the SDK configuration once (region, credentials and, for a local
 /// AWS-compatible server, `AWS_ENDPOINT_URL` from the environment).

@@ -252,8 +252,8 @@ pub fn start_pollers(engines: Engines, store: AwsStore, invocations: (usize, usi
     let s = store.settings().clone();
     let sqs = store.sqs();
     let (main, slow_pool) = invocations;
-    let polled = polled_queues();
-    if let (Some(engine), Some(url), true) = (slow, s.slow_queue_url.clone(), polled.2) {
+    let polled = s.local_poll;
+    if let (Some(engine), Some(url), true) = (slow, s.slow_queue_url.clone(), polled.slow) {
         let del = delivery::Deliver {
             engine,
             store: store.clone().in_slow_pool(),
@@ -269,7 +269,7 @@ pub fn start_pollers(engines: Engines, store: AwsStore, invocations: (usize, usi
             slow_pool,
         ));
     }
-    if polled.0 {
+    if polled.ingest {
         tokio::spawn(poll(
             sqs.clone(),
             s.ingest_queue_url,
@@ -277,7 +277,7 @@ pub fn start_pollers(engines: Engines, store: AwsStore, invocations: (usize, usi
             main,
         ));
     }
-    if polled.1 {
+    if polled.deliveries {
         tokio::spawn(poll(
             sqs.clone(),
             s.delivery_queue_url,
@@ -287,25 +287,15 @@ pub fn start_pollers(engines: Engines, store: AwsStore, invocations: (usize, usi
     }
 }
 
-/// Which queues the stand-in polls: `HOOKLANE_LOCAL_POLL`, a comma list
-/// of `ingest`, `deliveries` and `slow` (default all three; empty: none,
-/// the API alone). A benchmark fills a queue with its poller off, then
-/// starts it, so that receives come full as under load.
-fn polled_queues() -> (bool, bool, bool) {
-    let Ok(list) = std::env::var("HOOKLANE_LOCAL_POLL") else {
-        return (true, true, true);
-    };
-    let has = |name: &str| list.split(',').any(|q| q.trim() == name);
-    (has("ingest"), has("deliveries"), has("slow"))
-}
-
 /// Serves the API and runs the workers over the AWS adapters until
-/// `shutdown` resolves. With `create` set, creates the resources first
-/// (named from its prefix), for a local AWS-compatible server; otherwise
-/// uses `settings` or reads them from the environment.
+/// `shutdown` resolves, under the engine's `config` and the AWS side's
+/// `env`. With `create` set, creates the resources first (named from its
+/// prefix), for a local AWS-compatible server, with the settings `env`
+/// gives beside the names; otherwise uses `settings`, or the resources
+/// `env` names.
 pub async fn serve(
     listener: tokio::net::TcpListener,
-    config: Config,
+    (config, env): (Config, crate::AwsEnv),
     sdk: aws_config::SdkConfig,
     settings: Option<Settings>,
     create: Option<crate::Resources>,
@@ -316,9 +306,9 @@ pub async fn serve(
     let mut config = config;
     config.delivery_max_concurrency = invocations.0;
     let settings = match (create, settings) {
-        (Some(r), _) => r.create(&sdk).await?,
+        (Some(r), _) => env.onto(r.create(&sdk).await?),
         (None, Some(s)) => s,
-        (None, None) => Settings::from_env()?,
+        (None, None) => env.settings()?,
     };
     let token: Arc<str> = config
         .api_token

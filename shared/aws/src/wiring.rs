@@ -9,7 +9,7 @@ use hooklane_core::config::Config;
 use hooklane_core::engine::{Engine, Outside, Ports};
 use hooklane_core::ports::{NoNotifier, NoWakeup, Notifier, StoreResult};
 
-use crate::{AwsStore, Pool, Settings};
+use crate::{AwsEnv, AwsStore, Pool};
 
 /// Suspension notices to the stack's SNS topic
 /// (`HOOKLANE_OPERATOR_TOPIC_ARN`).
@@ -38,14 +38,11 @@ impl Notifier for SnsNotifier {
 }
 
 /// The SNS notifier when a topic is configured.
-fn notifier(sdk: &aws_config::SdkConfig) -> Arc<dyn Notifier> {
-    match std::env::var("HOOKLANE_OPERATOR_TOPIC_ARN")
-        .ok()
-        .filter(|t| !t.is_empty())
-    {
+fn notifier(sdk: &aws_config::SdkConfig, topic: Option<&String>) -> Arc<dyn Notifier> {
+    match topic {
         Some(topic) => Arc::new(SnsNotifier {
             sns: aws_sdk_sns::Client::new(sdk),
-            topic,
+            topic: topic.clone(),
         }),
         None => Arc::new(NoNotifier),
     }
@@ -81,24 +78,25 @@ pub fn engine(
         &config,
         Outside::default(),
         Arc::new(NoWakeup),
-        notifier(sdk),
+        notifier(sdk, store.settings().operator_topic_arn.as_ref()),
     )?;
     let engine = match shared_breakers {
         Some(other) => Engine::sharing_breakers(ports, config, other),
         None => Engine::new(ports, config),
     };
-    if crate::calls::enabled() {
+    if store.settings().count_calls {
         let _ = engine.metrics.extra.set(crate::calls::render);
     }
     Ok(engine)
 }
 
 /// What every Lambda function builds once per cold start: configuration
-/// from `HOOKLANE_*`, the SDK clients, the adapter and the engine.
-pub async fn from_env() -> anyhow::Result<(AwsStore, Arc<Engine>)> {
+/// from `HOOKLANE_*` (the engine's, and `env`, the AWS side's, which the
+/// function read), the SDK clients, the adapter and the engine.
+pub async fn from_env(env: &AwsEnv) -> anyhow::Result<(AwsStore, Arc<Engine>)> {
     let config = Config::from_env()?;
     let sdk = crate::sdk_config().await;
-    let store = AwsStore::new(&sdk, Settings::from_env()?);
+    let store = AwsStore::new(&sdk, env.settings()?);
     let engine = engine(config, &store, &sdk, None)?;
     engine.ensure_operator_subscription().await?;
     Ok((store, engine))
@@ -107,14 +105,13 @@ pub async fn from_env() -> anyhow::Result<(AwsStore, Arc<Engine>)> {
 /// What the delivery function builds once per cold start: as
 /// [`from_env`], for the pool `HOOKLANE_POOL` names (`main`, the default,
 /// or `slow`), with that pool's attempt timeout ([`pool_config`]).
-pub async fn delivery_from_env() -> anyhow::Result<(AwsStore, Arc<Engine>)> {
+pub async fn delivery_from_env(env: &AwsEnv) -> anyhow::Result<(AwsStore, Arc<Engine>)> {
     let config = Config::from_env()?;
     let sdk = crate::sdk_config().await;
-    let store = AwsStore::new(&sdk, Settings::from_env()?);
-    let store = match std::env::var("HOOKLANE_POOL").as_deref() {
-        Err(_) | Ok("main") => store,
-        Ok("slow") => store.in_slow_pool(),
-        Ok(other) => anyhow::bail!("HOOKLANE_POOL: main or slow, not {other:?}"),
+    let store = AwsStore::new(&sdk, env.settings()?);
+    let store = match env.pool {
+        Pool::Main => store,
+        Pool::Slow => store.in_slow_pool(),
     };
     let engine = engine(pool_config(config, &store), &store, &sdk, None)?;
     engine.ensure_operator_subscription().await?;
@@ -124,6 +121,7 @@ pub async fn delivery_from_env() -> anyhow::Result<(AwsStore, Arc<Engine>)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Settings;
     use std::time::Duration;
 
     /// An adapter over made-up resources (nothing is called), with a slow
@@ -142,6 +140,7 @@ mod tests {
                 slow_queue_url: slow_pool.then(|| "s".into()),
                 fan_out_in_api: true,
                 type_index_settle: Duration::ZERO,
+                ..Settings::default()
             },
         )
     }

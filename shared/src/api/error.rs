@@ -8,6 +8,7 @@ use serde_json::json;
 use tracing::error;
 
 use crate::ports::StoreError;
+use crate::telemetry::Chain;
 
 /// Seconds a caller is asked to wait (`Retry-After`) after a 503.
 pub const RETRY_AFTER: u64 = 5;
@@ -164,8 +165,8 @@ impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         match e {
             StoreError::Conflict(detail) => Self::conflict(None, detail),
-            e @ StoreError::Unavailable(_) => Self::unavailable(e),
-            other => Self::internal(other),
+            e @ StoreError::Unavailable(..) => Self::unavailable(Chain(&e)),
+            other => Self::internal(Chain(&other)),
         }
     }
 }

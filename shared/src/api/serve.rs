@@ -36,6 +36,7 @@ use tokio::sync::watch;
 use tracing::{debug, warn};
 
 use super::error::ApiError;
+use crate::telemetry::Chain;
 
 /// How long a client may take to send its request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,7 +77,7 @@ pub async fn serve(
                 Err(e) => {
                     // Out of file descriptors, say: the connections that
                     // hold them time out, so wait and accept again.
-                    warn!(error = %e, "accepting a connection failed");
+                    warn!(error = %Chain(&e), "accepting a connection failed");
                     tokio::time::sleep(Duration::from_millis(100)).await;
                     continue;
                 }
@@ -101,7 +102,7 @@ pub async fn serve(
                 }
             };
             if let Err(e) = result {
-                debug!(error = %e, "connection ended with an error");
+                debug!(error = %Chain(&e), "connection ended with an error");
             }
             drop(stop);
         });

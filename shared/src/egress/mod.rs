@@ -31,6 +31,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
+use crate::telemetry::Chain;
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use url::{Host, Url};
 
@@ -224,7 +225,7 @@ pub async fn check_url_resolved(
             }
         }
         Err(e) => {
-            tracing::debug!(host = domain, error = %e, "host does not resolve yet; accepted, checked again at connect time");
+            tracing::debug!(host = domain, error = %Chain(&e), "host does not resolve yet; accepted, checked again at connect time");
         }
     }
     Ok(url)

@@ -18,6 +18,7 @@ use crate::domain::{Event, EventId, TenantId};
 use crate::engine::Engine;
 use crate::ports::StoreResult;
 use crate::sqlite::SqliteStore;
+use crate::telemetry::Chain;
 
 /// How many fan-out jobs the worker takes at a time.
 const FAN_OUT_BATCH: usize = 64;
@@ -125,12 +126,12 @@ pub(super) async fn worker(
             }
             Ok(jobs) => {
                 if let Err(e) = fan_out(&engine, &store, jobs).await {
-                    error!(error = %e, "fan-out failed; will retry");
+                    error!(error = %Chain(&e), "fan-out failed; will retry");
                     tokio::time::sleep(ERROR_PAUSE).await;
                 }
             }
             Err(e) => {
-                error!(error = %e, "reading fan-out jobs failed");
+                error!(error = %Chain(&e), "reading fan-out jobs failed");
                 tokio::time::sleep(ERROR_PAUSE).await;
             }
         }

@@ -17,6 +17,7 @@ use super::ERROR_PAUSE;
 use crate::domain::{SubscriptionId, TenantId};
 use crate::engine::{Engine, Step};
 use crate::sqlite::{Lane, SqliteStore};
+use crate::telemetry::Chain;
 
 type Key = (SubscriptionId, Lane);
 
@@ -169,7 +170,7 @@ impl Lanes {
             let head = match self.store.lane_head_with_event(&key.0, key.1).await {
                 Ok(h) => h,
                 Err(e) => {
-                    error!(subscription_id = key.0.as_str(), error = %e, "reading lane failed");
+                    error!(subscription_id = key.0.as_str(), error = %Chain(&e), "reading lane failed");
                     tokio::time::sleep(ERROR_PAUSE).await;
                     continue;
                 }
@@ -250,7 +251,7 @@ impl Lanes {
             }
             Ok(_) => true,
             Err(e) => {
-                error!(subscription_id = key.0.as_str(), error = %e, "delivery step failed");
+                error!(subscription_id = key.0.as_str(), error = %Chain(&e), "delivery step failed");
                 tokio::time::sleep(ERROR_PAUSE).await;
                 true
             }

@@ -23,6 +23,7 @@ use crate::domain::{SubscriptionId, TenantId};
 use crate::engine::{Engine, Outside, Ports};
 use crate::ports::{NoNotifier, Wakeup};
 use crate::sqlite::{Lane, SqliteStore};
+use crate::telemetry::Chain;
 use lanes::Lanes;
 
 /// How long one backfill pass is: the engine queues what the rate allows
@@ -165,7 +166,7 @@ async fn backfill_worker(lanes: Arc<Lanes>, store: SqliteStore, wake: Arc<Notify
                     }
                 }
             }
-            Err(e) => error!(error = %e, "reading backfill jobs failed"),
+            Err(e) => error!(error = %Chain(&e), "reading backfill jobs failed"),
         }
         let _ = tokio::time::timeout(Duration::from_secs(5), wake.notified()).await;
     }
@@ -196,7 +197,7 @@ async fn run_backfill(
                 }
             }
             Err(e) => {
-                error!(error = %e, "backfill pass failed");
+                error!(error = %Chain(&e), "backfill pass failed");
                 tokio::time::sleep(ERROR_PAUSE).await;
             }
         }
@@ -214,7 +215,7 @@ async fn purge_worker(store: SqliteStore) {
         {
             Ok(n) if n > 0 => info!(rows = n, "purged expired rows"),
             Ok(_) => {}
-            Err(e) => warn!(error = %e, "purge failed"),
+            Err(e) => warn!(error = %Chain(&e), "purge failed"),
         }
         tokio::time::sleep(PURGE_EVERY).await;
     }

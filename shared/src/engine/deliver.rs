@@ -72,17 +72,10 @@ impl Engine {
         event: &Event,
         paced: OffsetDateTime,
     ) -> StoreResult<Step> {
-        let limit = self.config.tenant_max_in_flight;
         let hold = self.config.attempt_timeout + LEASE_MARGIN;
-        let slot = match self.ports.lanes.tenant_slot(d, limit, hold).await {
-            Ok(TenantSlot::Full(until)) => return self.put_off(d, until).await,
+        let slot = match self.take_slot(d, hold).await? {
             Ok(slot) => slot,
-            // The bound's bookkeeping could not be read: no attempt now,
-            // and a look again in a second (not the store's long retry).
-            Err(e) => {
-                warn!(tenant = d.tenant.as_str(), error = %e, "taking a tenant slot failed; trying again shortly");
-                return self.put_off_briefly(d).await;
-            }
+            Err(step) => return Ok(step),
         };
         // Late for its start under the rate limit (a slow store): a new
         // start, before the attempt's start is written (see pacing).
@@ -189,7 +182,7 @@ impl Engine {
     }
 
     /// Puts a delivery off until `until` without an attempt.
-    async fn put_off(&self, d: &Delivery, until: OffsetDateTime) -> StoreResult<Step> {
+    pub(super) async fn put_off(&self, d: &Delivery, until: OffsetDateTime) -> StoreResult<Step> {
         self.ports.lanes.defer(d, until).await?;
         self.metrics.deferred.fetch_add(1, Ordering::Relaxed);
         Ok(Step::Deferred(until))

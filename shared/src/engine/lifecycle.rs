@@ -22,6 +22,7 @@ use crate::domain::{
 use crate::health::projected;
 use crate::policy::FailureClass;
 use crate::ports::{SendReport, StoreError, StoreResult};
+use crate::telemetry::Chain;
 
 /// The reserved tenant of the operator webhook.
 pub const OPERATOR_TENANT: &str = "_operator";
@@ -129,7 +130,7 @@ impl Engine {
         let held = match self.ports.backfills.waiting(sub).await {
             Ok(n) => Some(n),
             Err(e) => {
-                warn!(subscription_id = sub.id.as_str(), error = %e, "counting held deliveries failed");
+                warn!(subscription_id = sub.id.as_str(), error = %Chain(&e), "counting held deliveries failed");
                 None
             }
         };
@@ -166,13 +167,13 @@ impl Engine {
             );
             let payload = json!({"type": "subscription.suspended", "timestamp": rfc3339(now), "data": notice});
             self.publish(Event {
-                id: EventId::parse(&id).map_err(|e| StoreError::Backend(e.0))?,
+                id: EventId::parse(&id).map_err(|e| StoreError::backend(e.0))?,
                 tenant: operator_tenant()?,
                 event_type: EventType::parse("subscription.suspended")
-                    .map_err(|e| StoreError::Backend(e.0))?,
+                    .map_err(|e| StoreError::backend(e.0))?,
                 created_at: now,
                 payload: serde_json::to_vec(&payload)
-                    .map_err(|e| StoreError::Backend(e.to_string()))?
+                    .map_err(|e| StoreError::backend_from("serializing a notice", e))?
                     .into(),
                 ordering_key: None,
             })
@@ -190,7 +191,8 @@ impl Engine {
             "timestamp": rfc3339(now),
             "data": {"subscription_id": sub.id.as_str()},
         });
-        let body = serde_json::to_vec(&body).map_err(|e| StoreError::Backend(e.to_string()))?;
+        let body = serde_json::to_vec(&body)
+            .map_err(|e| StoreError::backend_from("serializing a probe", e))?;
         let report = self.send_signed(sub, &probe_id, 1, body.into(), now).await;
         let ok = report.result.is_success();
         self.ports
@@ -199,7 +201,7 @@ impl Engine {
                 id: AttemptId::generate(),
                 tenant: sub.tenant.clone(),
                 subscription_id: sub.id.clone(),
-                event_id: EventId::parse(&probe_id).map_err(|e| StoreError::Backend(e.0))?,
+                event_id: EventId::parse(&probe_id).map_err(|e| StoreError::backend(e.0))?,
                 attempt: 1,
                 started_at: now,
                 duration_ms: report.elapsed.as_millis() as u64,
@@ -223,7 +225,7 @@ impl Engine {
         let Some((url, secret)) = &self.config.operator_webhook else {
             return Ok(());
         };
-        let bad = |e: String| StoreError::Backend(format!("operator webhook: {e}"));
+        let bad = |e: String| StoreError::backend(format!("operator webhook: {e}"));
         let tenant = operator_tenant()?;
         let id = SubscriptionId::parse(OPERATOR_SUBSCRIPTION).map_err(|e| bad(e.0))?;
         let now = self.ports.clock.now();
@@ -294,7 +296,7 @@ impl Engine {
 }
 
 fn operator_tenant() -> StoreResult<TenantId> {
-    TenantId::parse(OPERATOR_TENANT).map_err(|e| StoreError::Backend(e.0))
+    TenantId::parse(OPERATOR_TENANT).map_err(|e| StoreError::backend(e.0))
 }
 
 #[cfg(all(test, feature = "embedded"))]

@@ -32,6 +32,7 @@ use crate::config::Config;
 use crate::domain::{Event, EventType, Subscription, SubscriptionId, TenantId};
 use crate::health::Breakers;
 use crate::ports::{Accepted, End, FanOutBy, NewDelivery, StoreError, StoreResult};
+use crate::telemetry::Chain;
 
 /// How far apart two machines' clocks may be: a subscription created this
 /// long after an event was accepted may still have been created before it.
@@ -115,7 +116,7 @@ impl Engine {
         self.publish_all(vec![event])
             .await
             .pop()
-            .unwrap_or_else(|| Err(StoreError::Backend("no answer".into())))
+            .unwrap_or_else(|| Err(StoreError::backend("no answer")))
     }
 
     /// Accepts one tenant's events in order, as [`Engine::publish`] each,
@@ -188,7 +189,7 @@ impl Engine {
         let whole = match self.fan_out_run(&run, INLINE_DELIVERIES).await {
             Ok(whole) => whole,
             Err(e) => {
-                warn!(tenant, error = %e, "fanning out before answering failed; the tenant's events are fanned out from the queue from now on");
+                warn!(tenant, error = %Chain(&e), "fanning out before answering failed; the tenant's events are fanned out from the queue from now on");
                 0
             }
         };

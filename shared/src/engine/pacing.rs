@@ -22,6 +22,7 @@ use super::{Engine, Step};
 use crate::domain::{Delivery, Event, RateLimit, Subscription};
 use crate::ports::{StoreResult, TenantSlot};
 use crate::rate::{interval_us, Slot};
+use crate::telemetry::Chain;
 
 /// The least slip that makes an attempt late for its start.
 const LATE_AFTER: Duration = Duration::from_millis(20);
@@ -140,7 +141,7 @@ impl Engine {
                     tokio::time::sleep(wait).await;
                 }
                 Err(e) => {
-                    warn!(subscription_id = sub.id.as_str(), error = %e, "reserving a new start failed; the attempt is put off");
+                    warn!(subscription_id = sub.id.as_str(), error = %Chain(&e), "reserving a new start failed; the attempt is put off");
                     return Pace::NoStart;
                 }
             }

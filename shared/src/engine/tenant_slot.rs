@@ -7,15 +7,36 @@ use std::time::Duration;
 
 use tracing::warn;
 
-use super::Engine;
+use super::{Engine, Step};
 use crate::domain::Delivery;
-use crate::ports::TenantSlot;
+use crate::ports::{StoreResult, TenantSlot};
+use crate::telemetry::Chain;
 
 /// How many times a slot's lease is renewed before a request when the
 /// writes since it was taken ate into it.
 const RENEWALS: usize = 3;
 
 impl Engine {
+    /// Takes the delivery's tenant slot for `hold`, or ends its turn: put
+    /// off until a slot frees when the tenant is at its bound, and for a
+    /// second when the bound's bookkeeping could not be read (not the
+    /// store's long retry).
+    pub(super) async fn take_slot(
+        &self,
+        d: &Delivery,
+        hold: Duration,
+    ) -> StoreResult<Result<TenantSlot, Step>> {
+        let limit = self.config.tenant_max_in_flight;
+        match self.ports.lanes.tenant_slot(d, limit, hold).await {
+            Ok(TenantSlot::Full(until)) => self.put_off(d, until).await.map(Err),
+            Ok(slot) => Ok(Ok(slot)),
+            Err(e) => {
+                warn!(tenant = d.tenant.as_str(), error = %Chain(&e), "taking a tenant slot failed; trying again shortly");
+                self.put_off_briefly(d).await.map(Err)
+            }
+        }
+    }
+
     /// The tenant slot, held for the whole request: the request ends by
     /// the attempt timeout, and that (with the clocks' allowance) must fall
     /// within the slot's lease, since another process may take the slot
@@ -44,7 +65,7 @@ impl Engine {
                     return None;
                 }
                 Err(e) => {
-                    warn!(tenant = d.tenant.as_str(), error = %e, "renewing a tenant slot failed; the attempt waits");
+                    warn!(tenant = d.tenant.as_str(), error = %Chain(&e), "renewing a tenant slot failed; the attempt waits");
                     self.release_slot(d, slot).await;
                     return None;
                 }
@@ -67,7 +88,7 @@ impl Engine {
         if let Err(e) = self.ports.lanes.release_tenant_slot(d, slot).await {
             warn!(
                 tenant = d.tenant.as_str(),
-                error = %e,
+                error = %Chain(&e),
                 "giving a tenant slot back failed; it frees itself when its lease ends"
             );
         }

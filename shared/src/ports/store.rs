@@ -151,8 +151,8 @@ pub trait EventArchive: Send + Sync {
     /// answering), moving its tenant to the scheduled path for good first.
     /// Default: nothing is ever left to the caller, so this is an error.
     async fn fan_out_later(&self, _event: &Event) -> StoreResult<()> {
-        Err(super::StoreError::Backend(
-            "this archive schedules every fan-out itself".into(),
+        Err(super::StoreError::backend(
+            "this archive schedules every fan-out itself",
         ))
     }
     /// Reads an archived event.

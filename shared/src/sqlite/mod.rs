@@ -32,6 +32,7 @@ use tokio::sync::oneshot;
 
 use crate::ports::{StoreError, StoreResult};
 use crate::rate::{InMemoryRates, RateLimits, Slot};
+use crate::telemetry::Chain;
 
 pub use deliveries::Lane;
 
@@ -72,8 +73,13 @@ struct Inner {
     rates: InMemoryRates,
 }
 
-fn backend(e: impl std::fmt::Display) -> StoreError {
-    StoreError::Backend(e.to_string())
+fn backend(what: &str) -> StoreError {
+    StoreError::backend(what)
+}
+
+/// A failure while opening the database, with its cause.
+fn opening(doing: &str, e: impl std::error::Error + Send + Sync + 'static) -> StoreError {
+    StoreError::backend_from(doing, e)
 }
 
 /// Maps a SQLite error. A full disk (or a file at the process's size
@@ -91,9 +97,9 @@ pub(crate) fn store_error(e: &rusqlite::Error) -> StoreError {
                 DiskFull | SystemIoFailure | DatabaseBusy | DatabaseLocked
             ) =>
         {
-            StoreError::Unavailable(e.to_string())
+            StoreError::unavailable_from("SQLite", e.to_string())
         }
-        _ => backend(e),
+        _ => StoreError::backend_from("SQLite", e.to_string()),
     }
 }
 
@@ -119,19 +125,19 @@ impl SqliteStore {
     /// Opens (creating if needed) the database at `path` and starts its
     /// writer thread.
     pub fn open(path: &Path) -> StoreResult<Self> {
-        let mut writer = open_conn(path).map_err(backend)?;
+        let mut writer = open_conn(path).map_err(|e| opening("opening the database", e))?;
         // Checkpoint every 8,000 pages (32 MB of WAL) rather than 1,000:
         // the hot pages (lane heads, the queue's indexes) are rewritten many
         // times between checkpoints and copied back once per checkpoint.
         writer
             .pragma_update(None, "wal_autocheckpoint", 8000)
-            .map_err(backend)?;
-        schema::migrate(&mut writer).map_err(backend)?;
+            .map_err(|e| opening("setting the checkpoint interval", e))?;
+        schema::migrate(&mut writer).map_err(|e| opening("migrating the schema", e))?;
         let (tx, rx) = mpsc::channel::<Job>();
         std::thread::Builder::new()
             .name("hooklane-sqlite-writer".into())
             .spawn(move || writer_loop(writer, rx))
-            .map_err(backend)?;
+            .map_err(|e| opening("starting the writer thread", e))?;
         Ok(Self {
             inner: Arc::new(Inner {
                 path: path.to_owned(),
@@ -187,9 +193,8 @@ impl SqliteStore {
             .map_err(|_| backend("the writer thread has stopped"))?;
         // The writer drops a job only when it could not start a
         // transaction (or a savepoint) for it: nothing ran.
-        rx.await.map_err(|_| {
-            StoreError::Unavailable("the writer could not start a transaction".into())
-        })?
+        rx.await
+            .map_err(|_| StoreError::unavailable("the writer could not start a transaction"))?
     }
 
     /// Runs `f` on this thread's read connection to the database. Reads
@@ -248,7 +253,7 @@ fn writer_loop(conn: Connection, rx: mpsc::Receiver<Job>) {
             Err(e) => {
                 // A full disk or a failed write: SQLite may have rolled
                 // back already; make sure, so the next group starts clean.
-                tracing::error!(error = %e, "a commit failed; its writes were rolled back");
+                tracing::error!(error = %Chain(&e), "a commit failed; its writes were rolled back");
                 if let Err(rollback) = cached(&conn, "ROLLBACK") {
                     tracing::debug!(error = %rollback, "nothing left to roll back");
                 }
@@ -272,7 +277,7 @@ fn run_group(conn: &Connection, group: Vec<Job>) -> Vec<Reply> {
     let mut replies = Vec::with_capacity(group.len());
     if let Err(e) = cached(conn, "BEGIN IMMEDIATE") {
         // Nothing ran: dropping the jobs answers each caller with an error.
-        tracing::error!(error = %e, "the writer could not begin a transaction");
+        tracing::error!(error = %Chain(&e), "the writer could not begin a transaction");
         return replies;
     }
     for job in group {
@@ -282,11 +287,11 @@ fn run_group(conn: &Connection, group: Vec<Job>) -> Vec<Reply> {
         let (ok, reply) = (job.run)(conn);
         if !ok {
             if let Err(e) = cached(conn, "ROLLBACK TO job") {
-                tracing::error!(error = %e, "undoing a failed write failed");
+                tracing::error!(error = %Chain(&e), "undoing a failed write failed");
             }
         }
         if let Err(e) = cached(conn, "RELEASE job") {
-            tracing::error!(error = %e, "releasing a write's savepoint failed");
+            tracing::error!(error = %Chain(&e), "releasing a write's savepoint failed");
         }
         replies.push(reply);
     }

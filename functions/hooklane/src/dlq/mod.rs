@@ -136,7 +136,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
 
 /// Connects to the AWS backend named by the environment.
 async fn store() -> anyhow::Result<AwsStore> {
-    let settings = hooklane_aws::Settings::from_env().context("AWS backend settings")?;
+    let settings = hooklane_aws::AwsEnv::from_env()
+        .and_then(|env| env.settings())
+        .context("AWS backend settings")?;
     let sdk = hooklane_aws::sdk_config().await;
     Ok(AwsStore::new(&sdk, settings))
 }

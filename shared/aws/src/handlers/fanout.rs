@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use hooklane_core::domain::{Event, EventId, SubscriptionId, TenantId};
 use hooklane_core::engine::Engine;
+use hooklane_core::telemetry::Chain;
 use tracing::{error, info, warn};
 
 use super::{run_groups, Outcome};
@@ -142,7 +143,7 @@ pub async fn fan_out_together(ctx: &FanOut, records: &[SqsMessage]) -> HashSet<S
                     run.into_iter().take(whole).map(|(id, _)| id).collect()
                 }
                 Err(e) => {
-                    warn!(error = %e, "fanning out a run of events failed; one by one instead");
+                    warn!(error = %Chain(&e), "fanning out a run of events failed; one by one instead");
                     Vec::new()
                 }
             }
@@ -199,7 +200,7 @@ async fn process(ctx: &FanOut, m: SqsMessage, started: Instant) -> Outcome {
             Outcome::Done
         }
         Err(e) => {
-            error!(error = %e, "reading event failed");
+            error!(error = %Chain(&e), "reading event failed");
             Outcome::Retry
         }
     }
@@ -220,7 +221,7 @@ async fn fan_out(ctx: &FanOut, m: &SqsMessage, event: &Event, started: Instant) 
     let mut after = match cursor {
         Ok(c) => c,
         Err(e) => {
-            error!(error = %e, "reading fan-out cursor failed");
+            error!(error = %Chain(&e), "reading fan-out cursor failed");
             return Outcome::Retry;
         }
     };
@@ -246,7 +247,7 @@ async fn fan_out(ctx: &FanOut, m: &SqsMessage, event: &Event, started: Instant) 
                 }
             }
             Err(e) => {
-                error!(error = %e, "fan-out failed");
+                error!(error = %Chain(&e), "fan-out failed");
                 return hand_back(ctx, m, tenant, event_id, after.as_ref()).await;
             }
         }
@@ -273,7 +274,7 @@ async fn backfill(
             }
         },
         Err(e) => {
-            error!(error = %e, "backfill pass failed");
+            error!(error = %Chain(&e), "backfill pass failed");
             Outcome::Retry
         }
     }
@@ -307,7 +308,7 @@ async fn hand_back(
             .save_fan_out_cursor(tenant, event_id, cursor)
             .await
         {
-            error!(error = %e, "saving fan-out cursor failed");
+            error!(error = %Chain(&e), "saving fan-out cursor failed");
         }
     }
     set_visibility(ctx, m, 0).await;

@@ -26,6 +26,7 @@ use aws_sdk_sqs::types::{
     ChangeMessageVisibilityBatchRequestEntry, DeleteMessageBatchRequestEntry,
 };
 use futures::stream::{FuturesUnordered, StreamExt};
+use hooklane_core::telemetry::Chain;
 use tokio::task::JoinHandle;
 
 /// How long finished groups wait for the rest of their batch before the
@@ -156,7 +157,7 @@ where
     }
     for d in deletes {
         if let Err(e) = d.await {
-            tracing::error!(error = %e, "an early delete's task failed");
+            tracing::error!(error = %Chain(&e), "an early delete's task failed");
         }
     }
     batch

@@ -105,7 +105,7 @@ impl AttemptLog for AwsStore {
                 return Ok(());
             }
         }
-        Err(StoreError::Backend(format!(
+        Err(StoreError::backend(format!(
             "no free attempt-log key in {KEY_TRIES} tries"
         )))
     }

@@ -40,7 +40,7 @@ impl AwsStore {
                     break;
                 }
                 if round == BATCH_GET_RETRIES {
-                    return Err(StoreError::Backend(format!(
+                    return Err(StoreError::backend(format!(
                         "BatchGetItem left {} keys unprocessed",
                         wanted.len()
                     )));
@@ -112,7 +112,7 @@ impl AwsStore {
                 }
             }
             if !pending.is_empty() {
-                return Err(StoreError::Backend(format!(
+                return Err(StoreError::backend(format!(
                     "BatchWriteItem left {} items unwritten",
                     pending.len()
                 )));

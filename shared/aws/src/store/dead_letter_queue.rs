@@ -195,8 +195,8 @@ impl AwsStore {
         }
         let mut total = 0;
         for (tenant, msgs) in by_tenant {
-            let tenant = TenantId::parse(&tenant)
-                .map_err(|_| StoreError::Backend("bad tenant in DLQ".into()))?;
+            let tenant =
+                TenantId::parse(&tenant).map_err(|_| StoreError::backend("bad tenant in DLQ"))?;
             let deliveries: Vec<NewDelivery> = msgs
                 .iter()
                 .filter_map(|m| requeued(&tenant, &m.delivery))
@@ -237,7 +237,7 @@ impl AwsStore {
                     .map_err(backend)?
                     .attributes
                     .and_then(|mut a| a.remove(&aws_sdk_sqs::types::QueueAttributeName::QueueArn))
-                    .ok_or_else(|| StoreError::Backend("queue has no ARN".into()))
+                    .ok_or_else(|| StoreError::backend("queue has no ARN"))
             }
         };
         let source = arn(&self.settings.dlq_url).await?;

@@ -37,6 +37,7 @@ use hooklane_core::ports::{
     AttemptLog, End, Finish, LaneQueue, NewDelivery, StoreResult, SubscriptionStore, TenantSlot,
 };
 use hooklane_core::record::ms;
+use hooklane_core::telemetry::Chain;
 use time::OffsetDateTime;
 
 use super::sending::{message_of, Batch};
@@ -77,7 +78,7 @@ impl LaneQueue for AwsStore {
             tries += 1;
             match self.try_begin(d, now, lease_until, &token).await {
                 Err(e) if tries < BEGIN_TRIES => {
-                    tracing::warn!(error = %e, tries, "recording an attempt's start failed; trying again");
+                    tracing::warn!(error = %Chain(&e), tries, "recording an attempt's start failed; trying again");
                     tokio::time::sleep(std::time::Duration::from_millis(100 << tries)).await;
                 }
                 Ok(true) if d.attempts == 0 => {
@@ -226,7 +227,9 @@ impl LaneQueue for AwsStore {
             match self.mark_slow(lane, spill).await {
                 Ok(true) => return Ok(()),
                 Ok(false) => {}
-                Err(e) => tracing::warn!(error = %e, "moving a lane to the slow pool failed"),
+                Err(e) => {
+                    tracing::warn!(error = %Chain(&e), "moving a lane to the slow pool failed")
+                }
             }
         }
         self.after_outcome(d, finish, spill).await

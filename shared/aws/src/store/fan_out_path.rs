@@ -62,22 +62,6 @@ impl MovedTenants {
     }
 }
 
-/// Whether `HOOKLANE_FAN_OUT_IN_API` leaves the API function's fan-out on
-/// (unset or empty: on); a value that is not true or false is refused.
-pub fn fan_out_in_api_from_env() -> Result<bool, hooklane_core::config::ConfigError> {
-    fan_out_in_api(std::env::var("HOOKLANE_FAN_OUT_IN_API").ok().as_deref())
-}
-
-/// [`fan_out_in_api_from_env`] over the variable's value.
-fn fan_out_in_api(raw: Option<&str>) -> Result<bool, hooklane_core::config::ConfigError> {
-    match raw {
-        Some(v) if !v.trim().is_empty() => {
-            hooklane_core::config::parse_bool("HOOKLANE_FAN_OUT_IN_API", v)
-        }
-        _ => Ok(true),
-    }
-}
-
 impl AwsStore {
     /// Whether the caller of a publish of `tenant` fans it out: the API
     /// path is on and the tenant has not moved to the ingest queue.
@@ -117,21 +101,5 @@ impl AwsStore {
         );
         self.moved.note(tenant);
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::fan_out_in_api;
-
-    #[test]
-    fn the_api_fans_out_unless_told_false_and_a_bad_value_names_the_variable() {
-        assert!(fan_out_in_api(None).unwrap());
-        assert!(fan_out_in_api(Some("")).unwrap());
-        assert!(fan_out_in_api(Some("true")).unwrap());
-        assert!(!fan_out_in_api(Some("false")).unwrap());
-        assert!(!fan_out_in_api(Some("FALSE")).unwrap());
-        let err = fan_out_in_api(Some("nope")).unwrap_err().to_string();
-        assert!(err.contains("HOOKLANE_FAN_OUT_IN_API"), "{err}");
     }
 }

@@ -55,7 +55,6 @@ use hooklane_core::ports::{StoreError, StoreResult};
 
 use crate::Settings;
 
-pub use fan_out_path::fan_out_in_api_from_env;
 pub use resources::Resources;
 pub use slow_pool::Handover;
 
@@ -115,7 +114,8 @@ pub enum Pool {
 impl AwsStore {
     /// An adapter over these clients and resources.
     pub fn new(sdk: &aws_config::SdkConfig, settings: Settings) -> Self {
-        Self::build(sdk, settings, crate::calls::enabled())
+        let count = settings.count_calls;
+        Self::build(sdk, settings, count)
     }
 
     /// An adapter whose every AWS call is counted (see [`crate::calls`]).
@@ -127,6 +127,7 @@ impl AwsStore {
         let mut ddb = ddb_config(sdk);
         let mut sqs = aws_sdk_sqs::config::Builder::from(sdk);
         if count {
+            crate::calls::switch_on();
             ddb = ddb.interceptor(crate::calls::CountCalls);
             sqs = sqs.interceptor(crate::calls::CountCalls);
         }
@@ -253,10 +254,25 @@ pub(crate) fn backend<E>(e: E) -> StoreError
 where
     E: std::error::Error + Send + Sync + 'static,
 {
-    StoreError::Backend(format!(
-        "{}",
-        aws_smithy_types::error::display::DisplayErrorContext(e)
-    ))
+    StoreError::backend_from("an AWS call failed", e)
+}
+
+/// Whether a transaction was cancelled because an item's
+/// `ConditionExpression` did not hold.
+pub(crate) fn cancelled_by_condition<R>(
+    e: &aws_sdk_dynamodb::error::SdkError<
+        aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError,
+        R,
+    >,
+) -> bool {
+    use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError as E;
+    match e.as_service_error() {
+        Some(E::TransactionCanceledException(c)) => c
+            .cancellation_reasons()
+            .iter()
+            .any(|r| r.code() == Some("ConditionalCheckFailed")),
+        _ => false,
+    }
 }
 
 /// Whether an SDK error is a failed `ConditionExpression`.

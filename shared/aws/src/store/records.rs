@@ -54,7 +54,7 @@ impl AwsStore {
         if self.end_unattempted(&read, state, Some(now)).await? {
             return Ok(());
         }
-        Err(StoreError::Unavailable(format!(
+        Err(StoreError::unavailable(format!(
             "delivery of event {} to subscription {} has attempt {} running; it is {} when its message comes back",
             d.event_id.as_str(),
             d.subscription_id.as_str(),

@@ -55,8 +55,6 @@ fn gsi(name: &str) -> anyhow::Result<GlobalSecondaryIndex> {
 impl Resources {
     /// Creates (or finds) every resource; returns their names.
     pub async fn create(&self, sdk: &aws_config::SdkConfig) -> anyhow::Result<Settings> {
-        // Read first: a bad value creates nothing.
-        let fan_out_in_api = super::fan_out_path::fan_out_in_api_from_env()?;
         let table = format!("{}-table", self.prefix);
         let ddb = aws_sdk_dynamodb::Client::new(sdk);
         let exists = ddb.describe_table().table_name(&table).send().await.is_ok();
@@ -104,12 +102,15 @@ impl Resources {
             delivery_queue_url: delivery_url,
             dlq_url,
             slow_queue_url: Some(slow_url),
-            fan_out_in_api,
+            // The settings beside the names are the caller's to set
+            // (`AwsEnv::onto`); the API fans out, as by default.
+            fan_out_in_api: true,
             // One process on resources it created or found: `serve
             // --backend aws` runs no older version beside it. (A table an
             // older version used is indexed on its wide tenants' next
             // fan-out, whose read sees every subscription.)
             type_index_settle: std::time::Duration::ZERO,
+            ..Settings::default()
         })
     }
 

@@ -138,7 +138,7 @@ impl AwsStore {
                 }
                 warn_if_order_broken(&pending, &failed);
                 if round == BATCH_RETRIES {
-                    return Err(StoreError::Backend(format!(
+                    return Err(StoreError::backend(format!(
                         "SendMessageBatch refused {} entries: {:?}",
                         failed.len(),
                         resp.failed

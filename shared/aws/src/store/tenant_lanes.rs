@@ -28,6 +28,7 @@ use std::time::{Duration, Instant};
 use aws_sdk_dynamodb::types::AttributeValue;
 use hooklane_core::domain::TenantId;
 use hooklane_core::ports::StoreResult;
+use hooklane_core::telemetry::Chain;
 
 use super::keys::tenant_pk;
 use super::{backend, get_n, AwsStore, Item};
@@ -231,14 +232,16 @@ impl AwsStore {
                 .send()
                 .await
                 .map(|_| ())
-                .map_err(|e| e.to_string()),
-            Err(e) => Err(e.to_string()),
+                // Not seeded yet: nothing to take off.
+                .or_else(|e| match super::cancelled_by_condition(&e) {
+                    true => Ok(()),
+                    false => Err(backend(e)),
+                }),
+            Err(e) => Err(e),
         };
         self.tenant_lanes.forget(tenant);
         if let Err(e) = res {
-            if !e.contains("ConditionalCheckFailed") {
-                tracing::warn!(tenant = tenant.as_str(), error = %e, "uncounting a deleted subscription's lanes failed; the counter stays high");
-            }
+            tracing::warn!(tenant = tenant.as_str(), error = %Chain(&e), "uncounting a deleted subscription's lanes failed; the counter stays high");
         }
     }
 }

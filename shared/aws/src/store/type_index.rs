@@ -49,6 +49,7 @@ use super::sub_item::from_item;
 use super::{backend, get_s, key_of, readable_keyed, took_effect, AwsStore, Item};
 use crate::{number_attr, string_attr};
 use hooklane_core::record::ms;
+use hooklane_core::telemetry::Chain;
 /// Live subscriptions from which a tenant's fan-out reads through the
 /// index: below, the tenant-wide query (about 1 read unit per 5 or 6
 /// subscriptions) costs less than one query per filter key.
@@ -143,7 +144,7 @@ impl AwsStore {
                 .send()
                 .await;
             if let Err(e) = took_effect(res) {
-                tracing::warn!(error = %e, "removing a type index entry of a filter a PATCH took off failed");
+                tracing::warn!(error = %Chain(&e), "removing a type index entry of a filter a PATCH took off failed");
             }
         }
     }
@@ -164,7 +165,7 @@ impl AwsStore {
             Err(e) => Err(e),
         };
         if let Err(e) = res {
-            tracing::warn!(error = %e, "removing a deleted subscription's type index entries failed");
+            tracing::warn!(error = %Chain(&e), "removing a deleted subscription's type index entries failed");
         }
     }
 
@@ -218,7 +219,7 @@ impl AwsStore {
             tokio::time::timeout(INDEX_WITHIN, self.write_many(writes, INDEX_CALLS))
                 .await
                 .map_err(|_| {
-                    StoreError::Backend(format!(
+                    StoreError::backend(format!(
                         "writing {} subscriptions' type index entries took over {INDEX_WITHIN:?}",
                         seen.len()
                     ))
@@ -238,7 +239,7 @@ impl AwsStore {
             Ok(false) => {}
             Err(e) => {
                 self.type_indexes.failed(tenant);
-                tracing::warn!(error = %e, "indexing a wide tenant's filters failed; its fan-out reads it whole, and tries again in 10 minutes");
+                tracing::warn!(error = %Chain(&e), "indexing a wide tenant's filters failed; its fan-out reads it whole, and tries again in 10 minutes");
             }
         }
     }

@@ -4,6 +4,7 @@
 
 use aws_lambda_events::event::sqs::SqsMessage;
 use hooklane_core::domain::{SubscriptionId, TenantId};
+use hooklane_core::telemetry::Chain;
 use tracing::error;
 
 use super::super::delivery_message::Parsed;
@@ -30,7 +31,7 @@ pub(super) async fn process_fence(
             Ok(true) => return hand_over_as(ctx, m, tenant, sub, fence.lane).await,
             Ok(false) => {}
             Err(e) => {
-                error!(error = %e, "reading whether a lane is slow failed");
+                error!(error = %Chain(&e), "reading whether a lane is slow failed");
                 return Outcome::Retry;
             }
         }
@@ -38,7 +39,7 @@ pub(super) async fn process_fence(
     match ctx.store.pass_fence(tenant, sub, fence).await {
         Ok(()) => Outcome::Done,
         Err(e) => {
-            error!(error = %e, "passing a lane fence failed");
+            error!(error = %Chain(&e), "passing a lane fence failed");
             Outcome::Retry
         }
     }
@@ -66,7 +67,7 @@ pub(super) async fn wait_behind_fence(
         }
         Ok(false) => None,
         Err(e) => {
-            error!(error = %e, "reading a lane fence failed");
+            error!(error = %Chain(&e), "reading a lane fence failed");
             Some(Outcome::Retry)
         }
     }

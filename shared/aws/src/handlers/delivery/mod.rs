@@ -17,6 +17,7 @@ use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use hooklane_core::domain::{Delivery, DeliveryRecord, SubscriptionId, TenantId};
 use hooklane_core::engine::{Engine, Step};
 use hooklane_core::ports::{End, StoreError};
+use hooklane_core::telemetry::Chain;
 use time::OffsetDateTime;
 use tracing::error;
 
@@ -106,7 +107,7 @@ async fn process_in_pool(ctx: &Deliver, m: SqsMessage) -> Outcome {
         Err(e) => {
             // The message is done; its mark stays, and the lane with it in
             // the slow pool until a later message of it finishes there.
-            error!(error = %e, "recording a message finished in the slow pool failed");
+            error!(error = %Chain(&e), "recording a message finished in the slow pool failed");
             outcome
         }
     }
@@ -136,7 +137,7 @@ async fn hand_over_as(
         Ok(true) => Outcome::Done,
         Ok(false) => back_off(ctx, m, time::Duration::ZERO).await,
         Err(e) => {
-            error!(error = %e, "handing a delivery over to the slow pool failed");
+            error!(error = %Chain(&e), "handing a delivery over to the slow pool failed");
             back_off(ctx, m, time::Duration::SECOND).await
         }
     }
@@ -229,12 +230,12 @@ async fn attempt(
         // runs; its other failures are backend errors): back in the time
         // an attempt's lease lasts at most, not the queue's visibility
         // timeout.
-        Err(StoreError::Unavailable(why)) => {
-            tracing::warn!(reason = %why, "delivery step put off");
+        Err(e @ StoreError::Unavailable(..)) => {
+            tracing::warn!(reason = %Chain(&e), "delivery step put off");
             return (back_off(ctx, m, UNAVAILABLE_WAIT).await, false, None);
         }
         Err(e) => {
-            error!(error = %e, "delivery step failed");
+            error!(error = %Chain(&e), "delivery step failed");
             return (Outcome::Retry, false, None);
         }
     };
@@ -258,7 +259,7 @@ async fn after_step(
         match ctx.store.is_slow(&p.tenant, &p.sub, p.lane).await {
             Ok(true) => return (Outcome::Retry, false, Some(Step::Elsewhere)),
             Ok(false) => {}
-            Err(e) => error!(error = %e, "reading whether a lane is slow failed"),
+            Err(e) => error!(error = %Chain(&e), "reading whether a lane is slow failed"),
         }
     }
     let outcome = match &step {

@@ -6,6 +6,7 @@
 use aws_lambda_events::event::sqs::SqsMessage;
 use hooklane_core::domain::{DeliveryRecord, DeliveryState};
 use hooklane_core::ports::StoreError;
+use hooklane_core::telemetry::Chain;
 use time::OffsetDateTime;
 use tracing::error;
 
@@ -30,7 +31,7 @@ pub(super) async fn park_unreadable(
     match ctx.store.park_unreadable(key, body, &group, why).await {
         Ok(()) => Outcome::Done,
         Err(e) => {
-            error!(error = %e, "parking an unreadable delivery failed");
+            error!(error = %Chain(&e), "parking an unreadable delivery failed");
             Outcome::Poison
         }
     }
@@ -53,7 +54,7 @@ pub(super) async fn record_to_attempt(
             return Err(park_unreadable(ctx, m, &key, &why).await);
         }
         Err(e) => {
-            error!(error = %e, "reading delivery record failed");
+            error!(error = %Chain(&e), "reading delivery record failed");
             return Err(Outcome::Retry);
         }
     };
@@ -63,7 +64,7 @@ pub(super) async fn record_to_attempt(
         return match ctx.store.reset_parked(&p.sub, &p.event).await {
             Ok(_) => Ok(DeliveryRecord::queued()),
             Err(e) => {
-                error!(error = %e, "resetting a redriven delivery failed");
+                error!(error = %Chain(&e), "resetting a redriven delivery failed");
                 Err(Outcome::Retry)
             }
         };
@@ -77,7 +78,7 @@ pub(super) async fn record_to_attempt(
             match ctx.store.resume_refill((&p.tenant, &p.sub, p.lane)).await {
                 Ok(()) => Err(Outcome::Done),
                 Err(e) => {
-                    error!(error = %e, "refilling after a finished delivery failed");
+                    error!(error = %Chain(&e), "refilling after a finished delivery failed");
                     Err(Outcome::Retry)
                 }
             }
