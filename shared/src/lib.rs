@@ -40,6 +40,7 @@ pub mod egress;
 pub mod embedded;
 pub mod engine;
 pub mod health;
+pub mod lane_rules;
 pub mod policy;
 pub mod ports;
 pub mod rate;

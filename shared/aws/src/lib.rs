@@ -26,7 +26,7 @@ pub mod wiring;
 
 pub use env::{AuthMode, AwsEnv, LocalPoll};
 pub use store::dead_letter_queue as dlq;
-pub use store::{AwsStore, Pool, Resources};
+pub use store::{AwsStore, Pool, Resources, DUE};
 
 use aws_sdk_dynamodb::types::AttributeValue;
 

@@ -33,6 +33,7 @@ use std::collections::HashMap;
 
 use async_trait::async_trait;
 use hooklane_core::domain::{Delivery, Retake, SubscriptionId};
+use hooklane_core::lane_rules::{self, LanePlan};
 use hooklane_core::ports::{
     AttemptLog, End, Finish, LaneQueue, NewDelivery, StoreResult, SubscriptionStore, TenantSlot,
 };
@@ -220,19 +221,10 @@ impl LaneQueue for AwsStore {
             return Ok(());
         }
         let lane = (&d.tenant, &d.subscription_id, d.lane);
-        let spill = matches!(finish.end, End::Retry(_)) && !self.spilling(lane).await?;
-        if finish.timed_out {
-            // Best effort (the next timeout tries again); with the spill
-            // flag when it starts, in one write.
-            match self.mark_slow(lane, spill).await {
-                Ok(true) => return Ok(()),
-                Ok(false) => {}
-                Err(e) => {
-                    tracing::warn!(error = %Chain(&e), "moving a lane to the slow pool failed")
-                }
-            }
-        }
-        self.after_outcome(d, finish, spill).await
+        let spilling = self.spilling(lane).await?;
+        let plan =
+            lane_rules::after_outcome(&finish.end, finish.timed_out, self.rules_pool(), spilling);
+        self.carry_out(d, finish, plan).await
     }
 }
 
@@ -255,25 +247,30 @@ impl AwsStore {
         Ok(())
     }
 
-    /// What follows a delivery's recorded outcome on its lane: parked, to
-    /// the dead-letter queue, and the spilled deliveries back; a first
-    /// retry starts the spill (`spill`); delivered, the spilled deliveries
-    /// go back to the queue in order.
-    async fn after_outcome(&self, d: &Delivery, finish: &Finish, spill: bool) -> StoreResult<()> {
+    /// Carries out the lane's plan after a delivery's recorded outcome
+    /// ([`lane_rules::after_outcome`]): the move to the slow pool (best
+    /// effort: the next timeout tries again; with the spill flag in the
+    /// same write), the dead-letter queue, the refill, the spill.
+    async fn carry_out(&self, d: &Delivery, finish: &Finish, plan: LanePlan) -> StoreResult<()> {
         let lane = (&d.tenant, &d.subscription_id, d.lane);
-        match &finish.end {
-            End::Parked(reason) => {
-                if let Some(last) = &finish.attempt {
-                    self.park_to_dlq(d, reason, last).await?;
+        if plan.to_slow_pool {
+            match self.mark_slow(lane, plan.start_spill).await {
+                Ok(true) => return Ok(()),
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::warn!(error = %Chain(&e), "moving a lane to the slow pool failed")
                 }
-                if self.spilling(lane).await? {
-                    self.refill(lane).await?;
-                }
-                Ok(())
             }
-            End::Retry(_) if spill => self.start_spilling(lane).await,
-            End::Delivered if self.spilling(lane).await? => self.refill(lane).await,
-            _ => Ok(()),
         }
+        if let (true, End::Parked(reason), Some(last)) = (plan.park, &finish.end, &finish.attempt) {
+            self.park_to_dlq(d, reason, last).await?;
+        }
+        if plan.refill {
+            self.refill(lane).await?;
+        }
+        if plan.start_spill {
+            self.start_spilling(lane).await?;
+        }
+        Ok(())
     }
 }

@@ -56,7 +56,7 @@ use hooklane_core::ports::{StoreError, StoreResult};
 use crate::Settings;
 
 pub use resources::Resources;
-pub use slow_pool::Handover;
+pub use slow_pool::{Handover, DUE};
 
 pub(crate) use attrs::{
     corrupt, get_n, get_s, key_of, padded, readable, readable_keyed, required_n, time_seq,

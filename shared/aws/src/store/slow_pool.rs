@@ -11,7 +11,10 @@
 //!   them: the engine asks [`AwsStore::here`] right after its consistent
 //!   read of the subscription, and the delivery function forwards the
 //!   message, body and group unchanged, to the slow queue. The message that
-//!   timed out goes first. Messages reach the slow queue in their group's
+//!   timed out goes first, with its retry's time in its `due` attribute:
+//!   FIFO queues have no per-message delay, so the slow pool hides it until
+//!   then at its first receive, without reading its record (which says the
+//!   same), and attempts it when it comes back. Messages reach the slow queue in their group's
 //!   order because only the main pool forwards, one at a time per group.
 //! - The slow pool's own function (mapping, `SlowMaxConcurrency`) attempts
 //!   them with the full `HOOKLANE_ATTEMPT_TIMEOUT`, with the same tombstone
@@ -30,6 +33,8 @@
 //! conditional write and one `SendMessage` per forwarded message and one
 //! conditional write per message finished in the slow pool.
 
+use std::collections::HashMap;
+
 use aws_sdk_dynamodb::types::AttributeValue;
 use hooklane_core::domain::{Delivery, SubscriptionId, TenantId};
 use hooklane_core::ports::StoreResult;
@@ -38,6 +43,10 @@ use super::spill::{spill_flag, Lane};
 use super::{backend, is_condition_failed, took_effect, AwsStore, Pool};
 use crate::messages::dedup_id;
 use crate::string_attr;
+
+/// The message attribute that carries a handed-over retry's time (unix
+/// milliseconds).
+pub const DUE: &str = "due";
 
 /// The flag attribute of a lane.
 fn slow_attr(lane: u16) -> String {
@@ -85,12 +94,24 @@ pub struct Handover<'a> {
     pub group: &'a str,
     /// Its body, as received.
     pub body: &'a str,
+    /// When its next attempt is due, when the main pool just set it: sent
+    /// along as the message's `due` attribute (unix milliseconds), so the
+    /// slow pool hides it until then without reading its record first.
+    pub due: Option<time::OffsetDateTime>,
 }
 
 impl AwsStore {
     /// Whether this process has a slow pool to hand over to.
     fn has_slow_pool(&self) -> bool {
         self.settings.slow_queue_url.is_some()
+    }
+
+    /// The pool this adapter runs, as the lane rules know it.
+    pub fn rules_pool(&self) -> hooklane_core::lane_rules::Pool {
+        match self.pool == Pool::Main && self.has_slow_pool() {
+            true => hooklane_core::lane_rules::Pool::MainWithSlowPool,
+            false => hooklane_core::lane_rules::Pool::Other,
+        }
     }
 
     /// Whether the main pool attempts `d` (see [`super::lane_change`] for
@@ -140,7 +161,7 @@ impl AwsStore {
         if self.pool == Pool::Slow || !self.has_slow_pool() {
             return Ok(false);
         }
-        let mut names = std::collections::HashMap::from([("#slow".to_owned(), slow_attr(lane))]);
+        let mut names = HashMap::from([("#slow".to_owned(), slow_attr(lane))]);
         if spill {
             names.insert("#flag".to_owned(), spill_flag(lane));
         }
@@ -196,12 +217,23 @@ impl AwsStore {
             }
             Err(e) => return Err(backend(e)),
         }
+        let due = match h.due {
+            Some(t) => Some(
+                aws_sdk_sqs::types::MessageAttributeValue::builder()
+                    .data_type("Number")
+                    .string_value(hooklane_core::record::ms(t).to_string())
+                    .build()
+                    .map_err(backend)?,
+            ),
+            None => None,
+        };
         self.sqs
             .send_message()
             .queue_url(url)
             .message_body(h.body)
             .message_group_id(h.group)
             .message_deduplication_id(mark)
+            .set_message_attributes(due.map(|d| HashMap::from([(DUE.to_owned(), d)])))
             .send()
             .await
             .map_err(backend)?;

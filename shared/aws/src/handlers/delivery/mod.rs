@@ -16,6 +16,7 @@ use std::time::Duration;
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use hooklane_core::domain::{Delivery, DeliveryRecord, SubscriptionId, TenantId};
 use hooklane_core::engine::{Engine, Step};
+use hooklane_core::lane_rules::{self, MessageNext};
 use hooklane_core::ports::{End, StoreError};
 use hooklane_core::telemetry::Chain;
 use time::OffsetDateTime;
@@ -30,7 +31,7 @@ use records::{park_unreadable, record_to_attempt};
 use super::delivery_message::{parse, Message, Parsed};
 use super::{run_groups, Outcome};
 use crate::messages::DeliveryMessage;
-use crate::store::Handover;
+use crate::store::{Handover, DUE};
 use crate::{AwsStore, Pool};
 
 /// How long before it is due a delivery is attempted rather than put off
@@ -101,6 +102,7 @@ async fn process_in_pool(ctx: &Deliver, m: SqsMessage) -> Outcome {
         lane,
         group: &group,
         body,
+        due: None,
     };
     match ctx.store.finished_slow(&h, fast).await {
         Ok(()) => outcome,
@@ -113,15 +115,14 @@ async fn process_in_pool(ctx: &Deliver, m: SqsMessage) -> Outcome {
     }
 }
 
-/// Hands a message of `sub`'s lane `lane`, in the slow pool, over to the
-/// slow queue: done here, or back at once when the lane came back
-/// meanwhile.
+/// Hands a message of a lane in the slow pool over to the slow queue,
+/// with when it is due when known: done here, or back at once when the
+/// lane came back meanwhile.
 async fn hand_over_as(
     ctx: &Deliver,
     m: &SqsMessage,
-    tenant: &TenantId,
-    sub: &SubscriptionId,
-    lane: u16,
+    (tenant, sub, lane): (&TenantId, &SubscriptionId, u16),
+    due: Option<OffsetDateTime>,
 ) -> Outcome {
     let (Some(body), group) = (m.body.as_deref(), super::group_of(m)) else {
         return Outcome::Retry;
@@ -132,6 +133,7 @@ async fn hand_over_as(
         lane,
         group: &group,
         body,
+        due,
     };
     match ctx.store.hand_over(&h).await {
         Ok(true) => Outcome::Done,
@@ -157,6 +159,14 @@ async fn process(ctx: &Deliver, m: &SqsMessage) -> (Outcome, bool) {
             return (park_unreadable(ctx, &m, &key, &why).await, false);
         }
     };
+    if let Some(due) =
+        handed_over_due(ctx, &m).filter(|due| *due > OffsetDateTime::now_utc() + EARLY)
+    {
+        return (
+            back_off(ctx, &m, due - OffsetDateTime::now_utc()).await,
+            false,
+        );
+    }
     if let Some(outcome) = wait_behind_fence(ctx, &m, &p).await {
         return (outcome, false);
     }
@@ -178,14 +188,17 @@ async fn process(ctx: &Deliver, m: &SqsMessage) -> (Outcome, bool) {
         first => first,
     };
     let step = if skipped { None } else { step };
-    match step {
-        Some(Step::Elsewhere) => (
-            hand_over_as(ctx, &m, &p.tenant, &p.sub, p.lane).await,
-            false,
-        ),
-        Some(Step::Ended(End::Delivered)) => (outcome, true),
-        _ => (outcome, false),
+    (outcome, step == Some(Step::Ended(End::Delivered)))
+}
+
+/// When a message the main pool just handed over is due (its `due`
+/// attribute), at its first receive in the slow pool.
+fn handed_over_due(ctx: &Deliver, m: &SqsMessage) -> Option<OffsetDateTime> {
+    if ctx.store.pool() != Pool::Slow || !super::first_receive(m) {
+        return None;
     }
+    let due = m.message_attributes.get(DUE)?.string_value.as_deref()?;
+    Some(hooklane_core::record::from_ms(due.parse().ok()?))
 }
 
 /// One attempt of a parsed message, reading its delivery record first
@@ -242,43 +255,40 @@ async fn attempt(
     after_step(ctx, m, p, step).await
 }
 
-/// What a message comes to after the engine's step: a timeout in the
-/// main pool hands the lane's retry over to the slow pool (the caller does
-/// it), a retry or a put-off backs the message off until it is due (at
-/// least a second for a put-off: open breaker, rate limit, recovery ramp),
-/// anything else is done.
+/// What a message comes to after the engine's step, as the lane rules
+/// decide ([`lane_rules::message_after`]): handed over to the slow pool
+/// (a retry whose timeout just moved its lane goes first there, with when
+/// it is due), hidden until it is due, or done.
 async fn after_step(
     ctx: &Deliver,
     m: &SqsMessage,
     p: &Parsed,
     step: Step,
 ) -> (Outcome, bool, Option<Step>) {
-    // Timed out in the main pool: the lane has moved, and this retry goes
-    // first in the slow pool (the caller hands it over).
-    if matches!(step, Step::Ended(End::Retry(_))) && ctx.store.pool() == Pool::Main {
-        match ctx.store.is_slow(&p.tenant, &p.sub, p.lane).await {
-            Ok(true) => return (Outcome::Retry, false, Some(Step::Elsewhere)),
-            Ok(false) => {}
-            Err(e) => error!(error = %Chain(&e), "reading whether a lane is slow failed"),
-        }
-    }
-    let outcome = match &step {
-        Step::Ended(End::Retry(at)) => back_off(ctx, m, *at - OffsetDateTime::now_utc()).await,
-        // Put off (open breaker, rate limit, recovery ramp): at least a
-        // second, so a head that cannot start yet does not come straight
-        // back and ask again.
-        Step::Deferred(at) => {
-            back_off(
-                ctx,
-                m,
-                (*at - OffsetDateTime::now_utc()).max(time::Duration::SECOND),
+    let slow = lane_rules::asks_if_slow(&step, ctx.store.rules_pool())
+        && match ctx.store.is_slow(&p.tenant, &p.sub, p.lane).await {
+            Ok(slow) => slow,
+            Err(e) => {
+                error!(error = %Chain(&e), "reading whether a lane is slow failed");
+                false
+            }
+        };
+    let skipped = step == Step::Skipped;
+    match lane_rules::message_after(&step, slow, OffsetDateTime::now_utc()) {
+        MessageNext::HandOver => {
+            let due = match step {
+                Step::Ended(End::Retry(at)) => Some(at),
+                _ => None,
+            };
+            (
+                hand_over_as(ctx, m, (&p.tenant, &p.sub, p.lane), due).await,
+                skipped,
+                Some(Step::Elsewhere),
             )
-            .await
         }
-        Step::Elsewhere => Outcome::Done,
-        Step::Skipped | Step::Ended(_) => Outcome::Done,
-    };
-    (outcome, step == Step::Skipped, Some(step))
+        MessageNext::HideFor(wait) => (back_off(ctx, m, wait).await, skipped, Some(step)),
+        MessageNext::Delete => (Outcome::Done, skipped, Some(step)),
+    }
 }
 
 /// Hides the message until its next attempt is due (FIFO queues have no

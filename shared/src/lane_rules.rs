@@ -1,0 +1,245 @@
+//! What follows each end of a delivery's turn on its lane, decided once,
+//! here, from the end, the attempt and what the lane's store knows of it;
+//! the adapters only carry the decisions out.
+//!
+//! Two decisions, both pure:
+//! - [`after_outcome`]: the lane's bookkeeping once the outcome is recorded
+//!   (move the lane to the slow pool, start or end its spill, park to the
+//!   dead-letter queue). On AWS these are item writes and sends
+//!   (`shared/aws`'s `LaneQueue::finish`). The embedded lanes have no spill
+//!   and no slow pool: a lane is rows in one table, its head due again at
+//!   the retry's time, and the one write of the outcome is all there is
+//!   ([`crate::ports::End::state`]).
+//! - [`message_after`]: what becomes of the queue message that carried the
+//!   delivery (delete it, hide it until it is due, hand it over to the slow
+//!   pool). On AWS this is `DeleteMessage`, `ChangeMessageVisibility` or a
+//!   send to the slow queue (the delivery handler); the embedded lanes have
+//!   no message.
+
+use time::{Duration, OffsetDateTime};
+
+use crate::engine::Step;
+use crate::ports::End;
+
+/// Where the attempt ran, as the lane rules need to know it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pool {
+    /// The main pool of a deployment with a slow pool: an attempt there is
+    /// cut short, and a lane that times out moves.
+    MainWithSlowPool,
+    /// Anywhere else (the slow pool, a deployment without one).
+    Other,
+}
+
+/// What the lane's bookkeeping does once a turn's outcome is recorded, in
+/// this order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LanePlan {
+    /// Move the lane to the slow pool (its attempt timed out in the main
+    /// pool), writing the spill flag with it when `start_spill`; when that
+    /// write did both, nothing below follows.
+    pub to_slow_pool: bool,
+    /// Start the lane's spill: while it retries, its new deliveries wait in
+    /// the store rather than the queue.
+    pub start_spill: bool,
+    /// Send the delivery to the dead-letter queue with its reason.
+    pub park: bool,
+    /// Move the spilled deliveries back to the queue, in order, and end
+    /// the spill.
+    pub refill: bool,
+}
+
+/// The lane's plan after a turn that ended with `end`: `timed_out` when the
+/// attempt was cut off for not answering in time, `spilling` as the store
+/// knows the lane. A turn that ended without an attempt (dropped, held)
+/// changes nothing on the lane.
+pub fn after_outcome(end: &End, timed_out: bool, pool: Pool, spilling: bool) -> LanePlan {
+    let retry = matches!(end, End::Retry(_));
+    LanePlan {
+        to_slow_pool: timed_out && pool == Pool::MainWithSlowPool,
+        start_spill: retry && !spilling,
+        park: matches!(end, End::Parked(_)),
+        refill: spilling && matches!(end, End::Delivered | End::Parked(_)),
+    }
+}
+
+/// What becomes of the queue message that carried a delivery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MessageNext {
+    /// Done with: delete it.
+    Delete,
+    /// Due later: hidden this long (the queue's own delay), then received
+    /// again.
+    HideFor(Duration),
+    /// Its lane runs in the slow pool: send it there, in order.
+    HandOver,
+}
+
+/// The least a put-off message stays hidden, so that a head that cannot
+/// start yet does not come straight back and ask again.
+pub const LEAST_PUT_OFF: Duration = Duration::SECOND;
+
+/// Whether the message's next step needs to know if its lane is in the
+/// slow pool now: a retry in the main pool may have moved it there.
+pub fn asks_if_slow(step: &Step, pool: Pool) -> bool {
+    matches!(step, Step::Ended(End::Retry(_))) && pool == Pool::MainWithSlowPool
+}
+
+/// The message's next step after the engine's `step`, at `now`;
+/// `lane_slow` answers [`asks_if_slow`] when it asked.
+pub fn message_after(step: &Step, lane_slow: bool, now: OffsetDateTime) -> MessageNext {
+    match step {
+        Step::Ended(End::Retry(_)) if lane_slow => MessageNext::HandOver,
+        Step::Ended(End::Retry(at)) => MessageNext::HideFor(*at - now),
+        Step::Deferred(at) => MessageNext::HideFor((*at - now).max(LEAST_PUT_OFF)),
+        Step::Elsewhere => MessageNext::HandOver,
+        Step::Skipped | Step::Ended(_) => MessageNext::Delete,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! One golden test per transition.
+
+    use super::*;
+
+    const AT: OffsetDateTime = OffsetDateTime::UNIX_EPOCH;
+
+    fn plan(to_slow_pool: bool, start_spill: bool, park: bool, refill: bool) -> LanePlan {
+        LanePlan {
+            to_slow_pool,
+            start_spill,
+            park,
+            refill,
+        }
+    }
+
+    fn parked() -> End {
+        End::Parked("gone".into())
+    }
+
+    #[test]
+    fn delivered_refills_a_spilling_lane_and_does_nothing_else() {
+        let other = Pool::Other;
+        assert_eq!(
+            after_outcome(&End::Delivered, false, other, false),
+            LanePlan::default()
+        );
+        assert_eq!(
+            after_outcome(&End::Delivered, false, other, true),
+            plan(false, false, false, true)
+        );
+    }
+
+    #[test]
+    fn a_first_retry_starts_the_spill_and_a_later_one_does_nothing() {
+        let retry = End::Retry(AT);
+        assert_eq!(
+            after_outcome(&retry, false, Pool::Other, false),
+            plan(false, true, false, false)
+        );
+        assert_eq!(
+            after_outcome(&retry, false, Pool::Other, true),
+            LanePlan::default()
+        );
+        let main = Pool::MainWithSlowPool;
+        assert_eq!(
+            after_outcome(&retry, false, main, false),
+            plan(false, true, false, false)
+        );
+    }
+
+    #[test]
+    fn parked_goes_to_the_dead_letters_and_refills_a_spilling_lane() {
+        assert_eq!(
+            after_outcome(&parked(), false, Pool::Other, false),
+            plan(false, false, true, false)
+        );
+        assert_eq!(
+            after_outcome(&parked(), false, Pool::Other, true),
+            plan(false, false, true, true)
+        );
+    }
+
+    #[test]
+    fn a_timeout_in_the_main_pool_moves_the_lane_with_its_spill_and_elsewhere_does_not() {
+        let retry = End::Retry(AT);
+        let main = Pool::MainWithSlowPool;
+        assert_eq!(
+            after_outcome(&retry, true, main, false),
+            plan(true, true, false, false)
+        );
+        assert_eq!(
+            after_outcome(&retry, true, main, true),
+            plan(true, false, false, false)
+        );
+        // The last attempt timed out: the lane moves and the delivery parks.
+        assert_eq!(
+            after_outcome(&parked(), true, main, false),
+            plan(true, false, true, false)
+        );
+        assert_eq!(
+            after_outcome(&retry, true, Pool::Other, false),
+            plan(false, true, false, false)
+        );
+    }
+
+    #[test]
+    fn a_turn_without_an_attempt_leaves_the_lane_alone() {
+        for end in [End::Dropped, End::Held] {
+            for spilling in [false, true] {
+                let p = after_outcome(&end, false, Pool::MainWithSlowPool, spilling);
+                assert_eq!(p, LanePlan::default(), "{end:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_retry_hides_its_message_until_due_or_hands_it_over_when_the_lane_moved() {
+        let retry = Step::Ended(End::Retry(AT + Duration::seconds(30)));
+        assert!(asks_if_slow(&retry, Pool::MainWithSlowPool));
+        assert!(!asks_if_slow(&retry, Pool::Other));
+        assert_eq!(message_after(&retry, true, AT), MessageNext::HandOver);
+        assert_eq!(
+            message_after(&retry, false, AT),
+            MessageNext::HideFor(Duration::seconds(30))
+        );
+    }
+
+    #[test]
+    fn a_put_off_hides_its_message_a_second_at_least() {
+        let soon = Step::Deferred(AT + Duration::milliseconds(200));
+        let later = Step::Deferred(AT + Duration::seconds(7));
+        assert!(!asks_if_slow(&soon, Pool::MainWithSlowPool));
+        assert_eq!(
+            message_after(&soon, false, AT),
+            MessageNext::HideFor(LEAST_PUT_OFF)
+        );
+        assert_eq!(
+            message_after(&later, false, AT),
+            MessageNext::HideFor(Duration::seconds(7))
+        );
+    }
+
+    #[test]
+    fn elsewhere_hands_over_and_every_other_end_deletes() {
+        assert_eq!(
+            message_after(&Step::Elsewhere, false, AT),
+            MessageNext::HandOver
+        );
+        for step in [
+            Step::Skipped,
+            Step::Ended(End::Delivered),
+            Step::Ended(parked()),
+            Step::Ended(End::Dropped),
+            Step::Ended(End::Held),
+        ] {
+            assert!(!asks_if_slow(&step, Pool::MainWithSlowPool));
+            assert_eq!(
+                message_after(&step, false, AT),
+                MessageNext::Delete,
+                "{step:?}"
+            );
+        }
+    }
+}
