@@ -31,8 +31,10 @@ pub enum Pool {
     Other,
 }
 
-/// What the lane's bookkeeping does once a turn's outcome is recorded, in
-/// this order.
+/// What the lane's bookkeeping does once a turn's outcome is recorded: the
+/// dead-letter copy first (whether it goes does not depend on the lane's
+/// state, so it needs no read), then the move to the slow pool, the
+/// refill, the spill.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct LanePlan {
     /// Move the lane to the slow pool (its attempt timed out in the main

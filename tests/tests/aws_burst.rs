@@ -366,7 +366,10 @@ async fn burst_figures() {
             b.all_tried,
             b.first_requests,
         );
-        if std::env::var("HOOKLANE_COUNT_AWS_CALLS").is_ok_and(|v| v == "1") {
+        let counting = std::env::var("HOOKLANE_COUNT_AWS_CALLS").ok();
+        let counting =
+            counting.map(|v| hooklane_core::config::parse_bool("HOOKLANE_COUNT_AWS_CALLS", &v));
+        if counting.is_some_and(|c| c.unwrap_or(false)) {
             let metrics = server
                 .http
                 .get(format!("{}/metrics", server.base))

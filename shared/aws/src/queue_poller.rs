@@ -307,7 +307,7 @@ pub async fn serve(
     config.delivery_max_concurrency = invocations.0;
     let settings = match (create, settings) {
         (Some(r), _) => env.onto(r.create(&sdk).await?),
-        (None, Some(s)) => s,
+        (None, Some(s)) => env.onto(s),
         (None, None) => env.settings()?,
     };
     let token: Arc<str> = config

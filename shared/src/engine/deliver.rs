@@ -133,8 +133,13 @@ impl Engine {
             // lease, with the next number.
             return self.put_off_briefly(d).await;
         };
-        let now = self.ports.clock.now().max(kept.start);
-        self.attempt_now(d, sub, event, now, slot).await
+        // Its time is the start written, or the new start it waited for.
+        let at = if kept.fresh.is_some() {
+            kept.start
+        } else {
+            now
+        };
+        self.attempt_now(d, sub, event, at, slot).await
     }
 
     /// Sends the attempt (its start written, its slot held), gives the slot
@@ -175,7 +180,8 @@ impl Engine {
     }
 
     /// Puts a delivery off for a second: the tenant bound's bookkeeping
-    /// could not be read, or its slot was lost before the request.
+    /// could not be read, its slot was lost before the request, or the rate
+    /// limit had no start for it.
     pub(super) async fn put_off_briefly(&self, d: &Delivery) -> StoreResult<Step> {
         let soon = self.ports.clock.now() + Duration::from_secs(1);
         self.put_off(d, soon).await

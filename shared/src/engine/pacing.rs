@@ -5,7 +5,8 @@
 //! so a late attempt takes a new start and waits for it before its start
 //! is written (the wait eats no lease), reading its subscription again
 //! after the wait (and checking that this read did not make it late in
-//! turn); with no new start to be had it is put off. An attempt
+//! turn, up to [`RE_PACE`] new starts; after the last it goes, late by
+//! that one read at most); with no new start to be had it is put off. An attempt
 //! is late once it is more than half an interval (at least [`LATE_AFTER`])
 //! behind its start. The check runs twice: after the tenant slot is taken,
 //! and again after the start is written, since that write can be the slow
@@ -27,8 +28,13 @@ use crate::telemetry::Chain;
 /// The least slip that makes an attempt late for its start.
 const LATE_AFTER: Duration = Duration::from_millis(20);
 
-/// How many new starts a late attempt asks for before it goes anyway.
+/// How many times a late attempt asks for a new start while none is free
+/// within the horizon, before it is put off.
 const RESERVE_AGAIN: usize = 3;
+
+/// How many new starts one check takes at most when the read after each
+/// wait made the attempt late again.
+const RE_PACE: usize = 2;
 
 /// The rate limit in force at `now`: a quarter of it while the recovery
 /// ramp lasts; `None` without a limit.
@@ -73,11 +79,12 @@ impl Engine {
     }
 
     /// [`Engine::keep_pace`] for an attempt holding its tenant slot: the
-    /// start it goes at and, after a wait, its subscription and event read
+    /// start it keeps and, after a wait, its subscription and event read
     /// again (tombstone rule); or how its turn ended (the slot given back):
     /// the subscription went or was suspended during the wait, or no start
-    /// was to be had by `by`, or the read after each wait made it late
-    /// again (put off briefly).
+    /// was to be had by `by` (put off briefly). The read after a wait can
+    /// make it late again: checked again, up to [`RE_PACE`] new starts;
+    /// after the last it goes, late by that one read at most.
     pub(super) async fn keep_pace_in_slot(
         &self,
         d: &Delivery,
@@ -88,24 +95,33 @@ impl Engine {
     ) -> StoreResult<Result<Kept, Step>> {
         let mut fresh: Option<(Subscription, Event)> = None;
         let mut paced = paced;
-        for _ in 0..RESERVE_AGAIN {
+        for _ in 0..RE_PACE {
             let sub = fresh.as_ref().map_or(sub, |(s, _)| s);
-            match self.keep_pace(sub, paced, by).await {
+            let at = match self.keep_pace(sub, paced, by).await {
                 Pace::OnTime(start) => return Ok(Ok(Kept { start, fresh, slot })),
-                // The read after the wait can make it late again: checked
-                // once more against the start it waited for.
-                Pace::Waited(at) => match self.ready(d, Some(event.clone())).await? {
-                    Ok(ready) => (fresh, paced) = (Some(ready), at),
-                    Err(step) => {
-                        self.release_slot(d, slot).await;
-                        return Ok(Err(step));
-                    }
-                },
-                Pace::NoStart => break,
+                Pace::Waited(at) => at,
+                Pace::NoStart => {
+                    self.release_slot(d, slot).await;
+                    return self.put_off_briefly(d).await.map(Err);
+                }
+            };
+            match self.ready(d, Some(event.clone())).await {
+                Ok(Ok(ready)) => (fresh, paced) = (Some(ready), at),
+                Ok(Err(step)) => {
+                    self.release_slot(d, slot).await;
+                    return Ok(Err(step));
+                }
+                Err(e) => {
+                    self.release_slot(d, slot).await;
+                    return Err(e);
+                }
             }
         }
-        self.release_slot(d, slot).await;
-        self.put_off_briefly(d).await.map(Err)
+        Ok(Ok(Kept {
+            start: paced,
+            fresh,
+            slot,
+        }))
     }
 
     /// Whether an attempt paced for `paced` is still on time for its start

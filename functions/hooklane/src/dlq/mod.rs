@@ -210,9 +210,10 @@ async fn replay(filter: &Filter, max: usize) -> anyhow::Result<()> {
 async fn redrive() -> anyhow::Result<()> {
     let handle = store().await?.dlq_redrive_all().await.map_err(|e| {
         anyhow::anyhow!(
-            "starting the redrive failed: {e}\n\
+            "starting the redrive failed: {}\n\
              Some AWS-compatible servers do not implement StartMessageMoveTask; \
-             `hooklane dlq replay --all` replays message by message instead."
+             `hooklane dlq replay --all` replays message by message instead.",
+            hooklane_core::telemetry::Chain(&e)
         )
     })?;
     println!("redrive started; task handle: {handle}");

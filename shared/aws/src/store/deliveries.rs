@@ -221,10 +221,24 @@ impl LaneQueue for AwsStore {
             return Ok(());
         }
         let lane = (&d.tenant, &d.subscription_id, d.lane);
+        let (end, pool) = (&finish.end, self.rules_pool());
+        // The dead-letter copy goes first (whether it goes does not depend
+        // on the lane's flag): a failed read of the flag must not keep it
+        // from the dead-letter queue once the record says parked.
+        let parks = lane_rules::after_outcome(end, finish.timed_out, pool, false).park;
+        if let (true, End::Parked(reason), Some(last)) = (parks, end, &finish.attempt) {
+            self.park_to_dlq(d, reason, last).await?;
+        }
         let spilling = self.spilling(lane).await?;
-        let plan =
-            lane_rules::after_outcome(&finish.end, finish.timed_out, self.rules_pool(), spilling);
-        self.carry_out(d, finish, plan).await
+        let plan = lane_rules::after_outcome(end, finish.timed_out, pool, spilling);
+        self.carry_out(
+            lane,
+            LanePlan {
+                park: false,
+                ..plan
+            },
+        )
+        .await
     }
 }
 
@@ -247,12 +261,11 @@ impl AwsStore {
         Ok(())
     }
 
-    /// Carries out the lane's plan after a delivery's recorded outcome
-    /// ([`lane_rules::after_outcome`]): the move to the slow pool (best
-    /// effort: the next timeout tries again; with the spill flag in the
-    /// same write), the dead-letter queue, the refill, the spill.
-    async fn carry_out(&self, d: &Delivery, finish: &Finish, plan: LanePlan) -> StoreResult<()> {
-        let lane = (&d.tenant, &d.subscription_id, d.lane);
+    /// Carries out the lane's plan after a delivery's recorded outcome and
+    /// its dead-letter copy ([`lane_rules::after_outcome`]): the move to
+    /// the slow pool (best effort: the next timeout tries again; with the
+    /// spill flag in the same write), the refill, the spill.
+    async fn carry_out(&self, lane: super::spill::Lane<'_>, plan: LanePlan) -> StoreResult<()> {
         if plan.to_slow_pool {
             match self.mark_slow(lane, plan.start_spill).await {
                 Ok(true) => return Ok(()),
@@ -261,9 +274,6 @@ impl AwsStore {
                     tracing::warn!(error = %Chain(&e), "moving a lane to the slow pool failed")
                 }
             }
-        }
-        if let (true, End::Parked(reason), Some(last)) = (plan.park, &finish.end, &finish.attempt) {
-            self.park_to_dlq(d, reason, last).await?;
         }
         if plan.refill {
             self.refill(lane).await?;
