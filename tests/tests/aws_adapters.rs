@@ -341,7 +341,12 @@ async fn a_hold_beside_a_running_first_attempt_sends_its_message_back() {
         .begin(&d, now, now + Duration::from_secs(60))
         .await
         .unwrap());
-    assert!(ctx.store.suspend(&tenant, &sub, now, "dead").await.unwrap());
+    assert!(ctx
+        .store
+        .suspensions()
+        .suspend(&tenant, &sub, now, "dead")
+        .await
+        .unwrap());
     let mut batch = hooklane_aws::queue_poller::to_event(&msgs);
     batch.records[0]
         .attributes
@@ -1244,7 +1249,7 @@ async fn only_a_delivery_not_delivered_at_once_enters_the_by_event_index() {
     // Suspended, and its filters changed: its delivery still shows.
     let (sub, tenant) = &subs[0];
     assert!(hooklane_core::ports::Suspensions::suspend(
-        &ctx.store,
+        &ctx.store.suspensions(),
         tenant,
         sub,
         time::OffsetDateTime::now_utc(),
@@ -1327,7 +1332,7 @@ async fn a_delivered_first_attempts_outcome_is_its_log_entry_and_its_message_bac
         .unwrap();
     assert_eq!(views.len(), 1);
     assert_eq!(views[0].1.shown_state(), "delivered");
-    let log = AttemptLog::list(&ctx.store, tenant, sub, None, 10)
+    let log = AttemptLog::list(&ctx.store.attempt_log(), tenant, sub, None, 10)
         .await
         .unwrap();
     assert_eq!(log.len(), 1);
@@ -1542,7 +1547,7 @@ async fn a_first_attempts_late_outcome_and_the_next_attempt_do_not_both_stand() 
         let mut listed: Vec<(String, u32)> = Vec::new();
         let mut before = None;
         for _ in 0..10 {
-            let page = AttemptLog::list(&store, &tenant, &sub.id, before, limit)
+            let page = AttemptLog::list(&store.attempt_log(), &tenant, &sub.id, before, limit)
                 .await
                 .unwrap();
             assert!(page.len() <= limit);

@@ -20,7 +20,7 @@ pub use lifecycle::{EnableError, OPERATOR_TENANT};
 pub use metrics::Metrics;
 pub use registry::ROTATION_OVERLAP;
 pub use requeue::BackfillPass;
-pub use wiring::{Outside, Ports, Store};
+pub use wiring::{EveryStorePort, Outside, Ports, Store, StorePorts};
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;

@@ -1,6 +1,7 @@
-//! The one wiring of the engine's ports: every store port from one adapter
-//! ([`Store`]), the egress-guarded sender from the configuration, and the
-//! world outside ([`Outside`]). `serve` on both backends, the Lambda
+//! The one wiring of the engine's ports: the store ports from the
+//! backend's store ([`Store`]: one object per port, or one object for
+//! all), the egress-guarded sender from the configuration, and the world
+//! outside ([`Outside`]). `serve` on both backends, the Lambda
 //! functions and the tests all build their ports here.
 
 use std::sync::Arc;
@@ -47,8 +48,32 @@ pub struct Ports {
     pub notifier: Arc<dyn Notifier>,
 }
 
-/// One adapter that implements every store port.
-pub trait Store:
+/// The store ports of one backend, each its own object (an adapter may
+/// implement them all in one type, or one type per port).
+#[derive(Clone)]
+pub struct StorePorts {
+    /// Subscriptions.
+    pub subscriptions: Arc<dyn SubscriptionStore>,
+    /// Suspension and re-enabling.
+    pub suspensions: Arc<dyn Suspensions>,
+    /// Event archive and fan-out intake.
+    pub events: Arc<dyn EventArchive>,
+    /// Delivery lanes.
+    pub lanes: Arc<dyn LaneQueue>,
+    /// Parked deliveries.
+    pub dead_letters: Arc<dyn DeadLetters>,
+    /// Delivery records by event.
+    pub views: Arc<dyn DeliveryViews>,
+    /// Backfills after re-enabling.
+    pub backfills: Arc<dyn Backfills>,
+    /// Attempt log.
+    pub attempts: Arc<dyn AttemptLog>,
+    /// Rate limits of rate-limited subscriptions.
+    pub rates: Arc<dyn RateLimits>,
+}
+
+/// A type that implements every store port itself.
+pub trait EveryStorePort:
     SubscriptionStore
     + Suspensions
     + EventArchive
@@ -63,7 +88,7 @@ pub trait Store:
 {
 }
 
-impl<T> Store for T where
+impl<T> EveryStorePort for T where
     T: SubscriptionStore
         + Suspensions
         + EventArchive
@@ -76,6 +101,29 @@ impl<T> Store for T where
         + Clone
         + 'static
 {
+}
+
+impl StorePorts {
+    /// Every port from one object that implements them all.
+    pub fn of_one<T: EveryStorePort>(store: T) -> Self {
+        Self {
+            subscriptions: Arc::new(store.clone()),
+            suspensions: Arc::new(store.clone()),
+            events: Arc::new(store.clone()),
+            lanes: Arc::new(store.clone()),
+            dead_letters: Arc::new(store.clone()),
+            views: Arc::new(store.clone()),
+            backfills: Arc::new(store.clone()),
+            attempts: Arc::new(store.clone()),
+            rates: Arc::new(store),
+        }
+    }
+}
+
+/// A backend's store: what gives the engine its store ports.
+pub trait Store {
+    /// The store ports over this backend.
+    fn store_ports(self) -> StorePorts;
 }
 
 /// What the engine asks of the world outside the process: names and the
@@ -110,16 +158,17 @@ impl Ports {
         notifier: Arc<dyn Notifier>,
     ) -> Result<Self, reqwest::Error> {
         let sender = HttpSender::new(config.egress, config.attempt_timeout, outside.dns.clone())?;
+        let store = store.store_ports();
         Ok(Self {
-            subscriptions: Arc::new(store.clone()),
-            suspensions: Arc::new(store.clone()),
-            events: Arc::new(store.clone()),
-            lanes: Arc::new(store.clone()),
-            dead_letters: Arc::new(store.clone()),
-            views: Arc::new(store.clone()),
-            backfills: Arc::new(store.clone()),
-            attempts: Arc::new(store.clone()),
-            rates: Arc::new(store),
+            subscriptions: store.subscriptions,
+            suspensions: store.suspensions,
+            events: store.events,
+            lanes: store.lanes,
+            dead_letters: store.dead_letters,
+            views: store.views,
+            backfills: store.backfills,
+            attempts: store.attempts,
+            rates: store.rates,
             clock: outside.clock,
             sender: Arc::new(sender),
             dns: outside.dns,

@@ -66,6 +66,13 @@ pub struct SqliteStore {
     inner: Arc<Inner>,
 }
 
+impl crate::engine::Store for SqliteStore {
+    /// One database behind every port: each port is the store itself.
+    fn store_ports(self) -> crate::engine::StorePorts {
+        crate::engine::StorePorts::of_one(self)
+    }
+}
+
 struct Inner {
     path: PathBuf,
     jobs: Mutex<mpsc::Sender<Job>>,

@@ -9,8 +9,8 @@ use hooklane_core::ports::{AttemptLog, StoreError, StoreResult};
 use hooklane_core::record::{from_ms, ms};
 
 use super::{
-    backend, corrupt, get_n, get_s, padded, readable, required_n, time_seq, took_effect, AwsStore,
-    Item, RETENTION_SECS,
+    backend, corrupt, get_n, get_s, padded, readable, required_n, time_seq, took_effect, Item,
+    RETENTION_SECS,
 };
 use crate::{number_attr, string_attr};
 
@@ -49,7 +49,12 @@ fn from_item(item: &Item) -> StoreResult<(i64, Attempt)> {
     ))
 }
 
-impl AwsStore {
+super::table::table_port!(
+    /// The attempt log on DynamoDB.
+    AwsAttemptLog
+);
+
+impl AwsAttemptLog {
     /// The write of an attempt's log entry under sort key `sk`.
     pub(super) fn put_entry(
         &self,
@@ -88,7 +93,7 @@ impl AwsStore {
 }
 
 #[async_trait]
-impl AttemptLog for AwsStore {
+impl AttemptLog for AwsAttemptLog {
     async fn record(&self, a: &Attempt) -> StoreResult<()> {
         // On condition that the key is free (or holds this very entry): a
         // first attempt's entry at a key of the same millisecond

@@ -209,7 +209,7 @@ impl LaneQueue for AwsStore {
             _ => false,
         };
         if let Some(a) = finish.attempt.as_ref().filter(|_| !first_logged) {
-            AttemptLog::record(self, a).await?;
+            self.attempt_log().record(a).await?;
         }
         // The log entry is a delivered first attempt's outcome
         // (`first_attempt`); any other is written to the record.

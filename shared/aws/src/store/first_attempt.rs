@@ -175,7 +175,9 @@ impl AwsStore {
         started_ms: i64,
         delivered: bool,
     ) -> StoreResult<bool> {
-        let mut req = self.put_entry(a, first_sk(&a.event_id, started_ms));
+        let mut req = self
+            .attempt_log()
+            .put_entry(a, first_sk(&a.event_id, started_ms));
         if delivered {
             req = req.item("delivered", AttributeValue::Bool(true));
         }

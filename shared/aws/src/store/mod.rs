@@ -18,7 +18,7 @@
 //!
 //! TTL deletion can be days late, so reads drop expired items in code.
 
-mod attempts;
+pub mod attempts;
 mod attrs;
 mod backfill;
 mod batches;
@@ -33,7 +33,7 @@ mod keys;
 mod lane_change;
 mod lane_flags;
 mod placements;
-mod rates;
+pub mod rates;
 mod records;
 mod resources;
 mod sending;
@@ -41,7 +41,8 @@ mod slow_pool;
 mod spill;
 mod sub_item;
 mod subscriptions;
-mod suspensions;
+pub mod suspensions;
+mod table;
 mod tenant_lanes;
 mod tenant_share;
 mod type_index;
@@ -57,6 +58,7 @@ use crate::Settings;
 
 pub use resources::Resources;
 pub use slow_pool::{Handover, DUE};
+pub use table::Table;
 
 pub(crate) use attrs::{
     corrupt, get_n, get_s, key_of, padded, readable, readable_keyed, required_n, time_seq,
@@ -75,12 +77,13 @@ fn ddb_config(sdk: &aws_config::SdkConfig) -> aws_sdk_dynamodb::config::Builder 
         .retry_classifier(conflicts::RetryTransactionConflicts)
 }
 
-/// The AWS adapter: clients built once, cheap to clone.
+/// The AWS adapter: clients built once, cheap to clone. The ports split
+/// out so far are objects of their own over its [`Table`]
+/// ([`AwsStore::store_ports`]); it implements the others itself, and reads
+/// its table's fields through it (`Deref`).
 #[derive(Clone, Debug)]
 pub struct AwsStore {
-    pub(crate) ddb: aws_sdk_dynamodb::Client,
-    pub(crate) sqs: aws_sdk_sqs::Client,
-    pub(crate) settings: Settings,
+    pub(crate) table: Table,
     /// Lane spill flags as last read (shared by clones).
     pub(crate) lane_flags: std::sync::Arc<lane_flags::LaneFlags>,
     /// Lane placements as last read (shared by clones).
@@ -95,8 +98,14 @@ pub struct AwsStore {
     /// First attempts begun and not finished, with their starts (shared by
     /// clones).
     pub(crate) first_starts: std::sync::Arc<first_attempt::FirstStarts>,
-    /// The delivery pool this process runs.
-    pub(crate) pool: Pool,
+}
+
+impl std::ops::Deref for AwsStore {
+    type Target = Table;
+
+    fn deref(&self) -> &Table {
+        &self.table
+    }
 }
 
 /// The pool of the delivery function a process runs: the main one, or
@@ -131,17 +140,23 @@ impl AwsStore {
             ddb = ddb.interceptor(crate::calls::CountCalls);
             sqs = sqs.interceptor(crate::calls::CountCalls);
         }
-        Self {
+        Self::over(Table {
             ddb: aws_sdk_dynamodb::Client::from_conf(ddb.build()),
             sqs: aws_sdk_sqs::Client::from_conf(sqs.build()),
-            settings,
+            settings: std::sync::Arc::new(settings),
+            pool: Pool::Main,
+        })
+    }
+
+    fn over(table: Table) -> Self {
+        Self {
+            table,
             lane_flags: Default::default(),
             placements: Default::default(),
             tenant_lanes: Default::default(),
             moved: Default::default(),
             type_indexes: Default::default(),
             first_starts: Default::default(),
-            pool: Pool::Main,
         }
     }
 
@@ -152,70 +167,54 @@ impl AwsStore {
         sqs: aws_sdk_sqs::Client,
         settings: Settings,
     ) -> Self {
-        Self {
+        Self::over(Table {
             ddb: aws_sdk_dynamodb::Client::from_conf(ddb_config(&sdk).build()),
             sqs,
-            settings,
-            lane_flags: Default::default(),
-            placements: Default::default(),
-            tenant_lanes: Default::default(),
-            moved: Default::default(),
-            type_indexes: Default::default(),
-            first_starts: Default::default(),
+            settings: std::sync::Arc::new(settings),
             pool: Pool::Main,
-        }
-    }
-
-    /// Reads one item with a strongly consistent `GetItem` on the base
-    /// table (indexes are never consistent).
-    pub(crate) async fn get_consistent(&self, pk: String, sk: String) -> StoreResult<Option<Item>> {
-        let resp = self
-            .ddb
-            .get_item()
-            .table_name(&self.settings.table)
-            .key("pk", crate::string_attr(pk))
-            .key("sk", crate::string_attr(sk))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(backend)?;
-        Ok(resp.item)
+        })
     }
 
     /// The same adapter over another DynamoDB client (tests observe the
     /// requests the adapter sends through one with an interceptor).
     pub fn with_dynamodb(mut self, ddb: aws_sdk_dynamodb::Client) -> Self {
-        self.ddb = ddb;
+        self.table.ddb = ddb;
         self
     }
 
     /// The same adapter, running the slow pool.
     pub fn in_slow_pool(mut self) -> Self {
-        self.pool = Pool::Slow;
+        self.table.pool = Pool::Slow;
         self
     }
 
-    /// The pool this adapter runs.
-    pub fn pool(&self) -> Pool {
-        self.pool
+    /// The attempt log, a port of its own over the table.
+    pub fn attempt_log(&self) -> attempts::AwsAttemptLog {
+        attempts::AwsAttemptLog(self.table.clone())
     }
 
-    /// The queue the pool this adapter runs consumes.
-    pub fn own_queue_url(&self) -> &str {
-        match (self.pool, &self.settings.slow_queue_url) {
-            (Pool::Slow, Some(url)) => url,
-            _ => &self.settings.delivery_queue_url,
+    /// Suspension and re-enabling, a port of its own over the table.
+    pub fn suspensions(&self) -> suspensions::AwsSuspensions {
+        suspensions::AwsSuspensions(self.table.clone())
+    }
+}
+
+impl hooklane_core::engine::Store for AwsStore {
+    /// The ports split out of the adapter are objects of their own over
+    /// its table; the adapter is the others.
+    fn store_ports(self) -> hooklane_core::engine::StorePorts {
+        use std::sync::Arc;
+        hooklane_core::engine::StorePorts {
+            suspensions: Arc::new(self.suspensions()),
+            attempts: Arc::new(self.attempt_log()),
+            rates: Arc::new(rates::AwsRateLimits(self.table.clone())),
+            subscriptions: Arc::new(self.clone()),
+            events: Arc::new(self.clone()),
+            lanes: Arc::new(self.clone()),
+            dead_letters: Arc::new(self.clone()),
+            views: Arc::new(self.clone()),
+            backfills: Arc::new(self),
         }
-    }
-
-    /// The resource names in use.
-    pub fn settings(&self) -> &Settings {
-        &self.settings
-    }
-
-    /// The SQS client.
-    pub fn sqs(&self) -> &aws_sdk_sqs::Client {
-        &self.sqs
     }
 }
 

@@ -19,7 +19,7 @@ use hooklane_core::ports::StoreResult;
 use hooklane_core::rate::{from_micros, interval_us, micros, RateLimits, Slot, HORIZON};
 use time::OffsetDateTime;
 
-use super::{backend, get_n, is_condition_failed, AwsStore};
+use super::{backend, get_n, is_condition_failed};
 use crate::{number_attr, string_attr};
 
 /// How long an unused rate item lives, in seconds.
@@ -29,7 +29,12 @@ fn rate_pk(sub: &SubscriptionId) -> String {
     format!("R#{}", sub.as_str())
 }
 
-impl AwsStore {
+super::table::table_port!(
+    /// The rate limits of rate-limited subscriptions on DynamoDB.
+    AwsRateLimits
+);
+
+impl AwsRateLimits {
     /// One conditional update of the rate item: `set` under `condition`,
     /// with `values` (DynamoDB refuses values an expression does not use);
     /// `Some(old tat)` when it took effect.
@@ -64,7 +69,7 @@ impl AwsStore {
 }
 
 #[async_trait]
-impl RateLimits for AwsStore {
+impl RateLimits for AwsRateLimits {
     async fn reserve(
         &self,
         sub: &SubscriptionId,

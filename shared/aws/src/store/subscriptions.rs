@@ -16,18 +16,9 @@ use super::{
 };
 use crate::{number_attr, string_attr};
 
-type UpdateBuilder = aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
+use super::table::UpdateBuilder;
 
 impl AwsStore {
-    /// An `UpdateItem` of a subscription's item (its expression to come).
-    pub(crate) fn update_sub(&self, tenant: &TenantId, id: &SubscriptionId) -> UpdateBuilder {
-        self.ddb
-            .update_item()
-            .table_name(&self.settings.table)
-            .key("pk", string_attr(tenant_pk(tenant)))
-            .key("sk", string_attr(sub_sk(id)))
-    }
-
     /// Writes a subscription's health record (when a delivery's retry
     /// sequence ended).
     pub(crate) async fn write_health(

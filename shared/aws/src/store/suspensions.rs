@@ -9,10 +9,15 @@ use hooklane_core::health::StatusChange;
 use hooklane_core::ports::{StoreResult, Suspensions};
 use hooklane_core::record::ms;
 
-use super::{backend, is_condition_failed, took_effect, AwsStore};
+use super::{backend, is_condition_failed, took_effect};
 use crate::{number_attr, string_attr};
 
-impl AwsStore {
+super::table::table_port!(
+    /// Suspension and re-enabling on DynamoDB.
+    AwsSuspensions
+);
+
+impl AwsSuspensions {
     /// The conditional write of a status change: the new status and
     /// `updated_at`, `suspended_at` and the reason set or removed, the
     /// health record when the change gives one.
@@ -63,7 +68,7 @@ impl AwsStore {
 }
 
 #[async_trait]
-impl Suspensions for AwsStore {
+impl Suspensions for AwsSuspensions {
     async fn change_status(
         &self,
         tenant: &TenantId,
