@@ -72,6 +72,12 @@ pub struct Config {
     pub read_timeouts: ReadTimeouts,
     /// Whether logs are JSON lines ([`log_json`]).
     pub log_json: bool,
+    /// The key portal sessions are signed with (`HOOKLANE_PORTAL_KEY`, at
+    /// least 32 characters); unset, one is generated and kept in the store.
+    pub portal_key: Option<Vec<u8>>,
+    /// Where the API is reached from outside (`HOOKLANE_PUBLIC_URL`), the
+    /// base of portal links; unset, the request's `Host`.
+    pub public_url: Option<String>,
 }
 
 impl Default for Config {
@@ -96,6 +102,8 @@ impl Default for Config {
             recovery_ramp: RampConfig::default(),
             read_timeouts: ReadTimeouts::default(),
             log_json: false,
+            portal_key: None,
+            public_url: None,
         }
     }
 }
@@ -265,7 +273,26 @@ impl Config {
         c.read_health(&get)?;
         c.read_timeouts = read_timeouts(&get)?;
         c.log_json = log_json(&get)?;
+        c.read_access(&get)?;
         Ok(c)
+    }
+
+    /// Reads the portal's settings.
+    fn read_access(&mut self, get: &impl Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
+        if let Some(v) = get("HOOKLANE_PORTAL_KEY").filter(|v| !v.is_empty()) {
+            if v.len() < 32 {
+                return Err(bad("HOOKLANE_PORTAL_KEY", "use at least 32 characters"));
+            }
+            self.portal_key = Some(v.into_bytes());
+        }
+        if let Some(v) = get("HOOKLANE_PUBLIC_URL").filter(|v| !v.is_empty()) {
+            let url = url::Url::parse(v.trim())
+                .ok()
+                .filter(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some())
+                .ok_or_else(|| bad("HOOKLANE_PUBLIC_URL", "an http or https URL"))?;
+            self.public_url = Some(url.as_str().trim_end_matches('/').to_owned());
+        }
+        Ok(())
     }
 
     /// Reads the endpoint-health settings.

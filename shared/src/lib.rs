@@ -30,6 +30,7 @@
 //!   over it (`hooklane serve`).
 //! - [`config`]: typed configuration read once from `HOOKLANE_*`.
 
+pub mod access;
 pub mod api;
 pub mod config;
 #[cfg(any(test, feature = "contract"))]

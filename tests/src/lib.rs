@@ -229,11 +229,23 @@ impl Server {
     /// Sends an authorized request; returns status and JSON body (Null when
     /// empty).
     pub async fn call(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+        self.call_as(TOKEN, method, path, body).await
+    }
+
+    /// Sends a request with `token` as its bearer token; returns status and
+    /// JSON body (Null when empty).
+    pub async fn call_as(
+        &self,
+        token: &str,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+    ) -> (u16, Value) {
         let method = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
         let mut req = self
             .http
             .request(method, format!("{}{}", self.base, path))
-            .bearer_auth(TOKEN);
+            .bearer_auth(token);
         if let Some(b) = body {
             req = req.json(&b);
         }

@@ -66,6 +66,20 @@ impl Harness for Aws {
             next_attempt_at: time::OffsetDateTime::now_utc(),
         })
     }
+    /// Every item of the table, scanned page by page.
+    async fn raw_contents(&self) -> String {
+        let ddb = aws_sdk_dynamodb::Client::new(&hooklane_tests::aws::sdk().await);
+        let pages = ddb
+            .scan()
+            .table_name(&self.0.settings().table)
+            .into_paginator()
+            .items()
+            .send()
+            .collect::<Vec<_>>()
+            .await;
+        let items: Vec<_> = pages.into_iter().map(|i| i.expect("scan")).collect();
+        format!("{items:?}")
+    }
 }
 
 async fn receive(store: &AwsStore, url: &str) -> Vec<aws_sdk_sqs::types::Message> {

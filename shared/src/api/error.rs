@@ -80,6 +80,17 @@ impl ApiError {
         )
     }
 
+    /// 403: the credential reaches this tenant but may not do this (a
+    /// read-only one writing, a tenant's own managing its keys).
+    pub fn forbidden() -> Self {
+        Self::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "Forbidden",
+            "this credential may not do this",
+        )
+    }
+
     /// 404: no such resource for this tenant.
     pub fn not_found(what: &str) -> Self {
         Self::new(

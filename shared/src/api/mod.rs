@@ -3,11 +3,14 @@
 //! Every route is scoped to the `{tenant}` in its path (G10): another
 //! tenant's resources answer 404.
 
+mod access;
+mod auth;
 pub mod body;
 mod dead_letters;
 pub mod error;
 mod events;
 pub mod input;
+mod json_text;
 #[cfg(test)]
 mod openapi_tests;
 pub mod serve;
@@ -15,13 +18,12 @@ mod subscriptions;
 
 use std::sync::Arc;
 
-use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{header, StatusCode};
-use axum::middleware::{self, Next};
+use axum::middleware;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
 use axum::Router;
-use subtle::ConstantTimeEq;
 
 use crate::engine::Engine;
 use error::ApiError;
@@ -51,6 +53,10 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/tenants/{tenant}/events/{id}"),
     ("get", "/v1/tenants/{tenant}/dead-letters"),
     ("post", "/v1/tenants/{tenant}/dead-letters/replay"),
+    ("post", "/v1/tenants/{tenant}/api-keys"),
+    ("get", "/v1/tenants/{tenant}/api-keys"),
+    ("delete", "/v1/tenants/{tenant}/api-keys/{id}"),
+    ("post", "/v1/tenants/{tenant}/portal-sessions"),
 ];
 
 /// A route's body members, if it reads a JSON body.
@@ -112,6 +118,18 @@ pub const READS: &[(&str, &str, BodyReads, QueryReads)] = &[
         Some(&dead_letters::REPLAY),
         None,
     ),
+    (
+        "post",
+        "/v1/tenants/{tenant}/api-keys",
+        Some(&access::CREATE_KEY),
+        None,
+    ),
+    (
+        "post",
+        "/v1/tenants/{tenant}/portal-sessions",
+        Some(&access::CREATE_SESSION),
+        None,
+    ),
 ];
 
 /// How callers are authenticated.
@@ -160,11 +178,17 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/events/{id}", get(events::read))
         .route("/dead-letters", get(dead_letters::list))
-        .route("/dead-letters/replay", post(dead_letters::replay));
+        .route("/dead-letters/replay", post(dead_letters::replay))
+        .route("/api-keys", post(access::create_key).get(access::list_keys))
+        .route("/api-keys/{id}", delete(access::revoke_key))
+        .route("/portal-sessions", post(access::create_session));
     let authed = Router::new()
         .nest("/v1/tenants/{tenant}", tenant_routes)
         .route("/metrics", get(metrics))
-        .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::authenticate,
+        ));
     Router::new()
         .route("/healthz", get(|| async { (StatusCode::OK, "ok") }))
         .route("/openapi.json", get(openapi))
@@ -182,23 +206,4 @@ async fn openapi() -> Response {
 
 async fn metrics(State(state): State<AppState>) -> String {
     state.engine.metrics.render()
-}
-
-/// Refuses requests without the right bearer token (constant-time compare).
-async fn require_token(State(state): State<AppState>, req: Request, next: Next) -> Response {
-    let token = match &state.auth {
-        Auth::Gateway => return next.run(req).await,
-        Auth::Token(t) => t,
-    };
-    let presented = req
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .unwrap_or("");
-    if presented.as_bytes().ct_eq(token.as_bytes()).into() && !presented.is_empty() {
-        next.run(req).await
-    } else {
-        ApiError::unauthorized().into_response()
-    }
 }

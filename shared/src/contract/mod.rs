@@ -3,9 +3,11 @@
 //! adapter (behind the `contract` feature). Each check builds its own
 //! tenant, so one store can run them all.
 
+mod access;
 mod rules;
 mod storage;
 
+pub use access::*;
 pub use rules::*;
 pub use storage::*;
 
@@ -30,6 +32,9 @@ pub trait Harness: Send + Sync {
     /// The next due delivery of a subscription's lane, as the adapter's
     /// runner would receive it.
     async fn next_delivery(&self, sub: &SubscriptionId) -> Option<Delivery>;
+    /// Everything the store holds, as text (every row or item, in any
+    /// form), to show what is and is not stored.
+    async fn raw_contents(&self) -> String;
 }
 
 /// The ports over `store` that the contract drives: the store ports, a
@@ -118,6 +123,7 @@ pub async fn run_all(h: &dyn Harness) {
     deliveries_lease_finish_park_and_replay(h).await;
     a_deleted_subscription_is_gone_for_attempts_and_fan_out(h).await;
     suspension_is_a_guarded_transition(h).await;
+    tenant_keys_are_kept_by_hash_and_revoked(h).await;
     // Last: it leaves deliveries in the lanes.
     requeues_take_what_the_rule_takes_and_views_show_one_mapping(h).await;
 }

@@ -84,6 +84,7 @@ macro_rules! prefixed_id {
 
 prefixed_id!(SubscriptionId, "sub_", "subscription");
 prefixed_id!(AttemptId, "att_", "attempt");
+prefixed_id!(KeyId, "key_", "tenant key");
 
 /// An event id: generated (`evt_…`) or given by the publisher (1–128 of
 /// `[A-Za-z0-9_.:-]`), the key of idempotent publish.

@@ -5,6 +5,7 @@
 //! It works only through the ports; the embedded runner and the AWS
 //! handlers decide *when* each step runs.
 
+mod access;
 mod cut_off;
 mod deliver;
 pub mod in_flight;
@@ -85,6 +86,8 @@ pub struct Engine {
     /// Circuit breakers, per subscription (shared by the engines of one
     /// process: the AWS stand-in's two delivery pools).
     pub breakers: Arc<Breakers>,
+    /// The portal key, once resolved ([`Engine::portal_key`]).
+    portal_key: std::sync::OnceLock<Vec<u8>>,
 }
 
 impl Engine {
@@ -95,6 +98,7 @@ impl Engine {
             breakers: Arc::new(Breakers::new(config.breaker)),
             config,
             metrics: Metrics::default(),
+            portal_key: Default::default(),
         })
     }
 
@@ -106,6 +110,7 @@ impl Engine {
             breakers: other.breakers.clone(),
             config,
             metrics: Metrics::default(),
+            portal_key: Default::default(),
         })
     }
 

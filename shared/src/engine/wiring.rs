@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use crate::config::Config;
 use crate::ports::{
-    AttemptLog, Backfills, Clock, DeadLetters, DeliveryViews, Dns, EventArchive, LaneQueue,
+    Access, AttemptLog, Backfills, Clock, DeadLetters, DeliveryViews, Dns, EventArchive, LaneQueue,
     Notifier, Sender, SubscriptionStore, Suspensions, SystemClock, SystemDns, Wakeup,
 };
 use crate::rate::RateLimits;
@@ -35,6 +35,8 @@ pub struct Ports {
     pub attempts: Arc<dyn AttemptLog>,
     /// Rate limits of rate-limited subscriptions.
     pub rates: Arc<dyn RateLimits>,
+    /// Tenant keys and the portal key.
+    pub access: Arc<dyn Access>,
     /// Time.
     pub clock: Arc<dyn Clock>,
     /// HTTP sender.
@@ -70,6 +72,8 @@ pub struct StorePorts {
     pub attempts: Arc<dyn AttemptLog>,
     /// Rate limits of rate-limited subscriptions.
     pub rates: Arc<dyn RateLimits>,
+    /// Tenant keys and the portal key.
+    pub access: Arc<dyn Access>,
 }
 
 /// A type that implements every store port itself.
@@ -83,6 +87,7 @@ pub trait EveryStorePort:
     + Backfills
     + AttemptLog
     + RateLimits
+    + Access
     + Clone
     + 'static
 {
@@ -98,6 +103,7 @@ impl<T> EveryStorePort for T where
         + Backfills
         + AttemptLog
         + RateLimits
+        + Access
         + Clone
         + 'static
 {
@@ -115,7 +121,8 @@ impl StorePorts {
             views: Arc::new(store.clone()),
             backfills: Arc::new(store.clone()),
             attempts: Arc::new(store.clone()),
-            rates: Arc::new(store),
+            rates: Arc::new(store.clone()),
+            access: Arc::new(store),
         }
     }
 }
@@ -169,6 +176,7 @@ impl Ports {
             backfills: store.backfills,
             attempts: store.attempts,
             rates: store.rates,
+            access: store.access,
             clock: outside.clock,
             sender: Arc::new(sender),
             dns: outside.dns,

@@ -5,12 +5,14 @@
 //! outside ([`outside`]: clock, sender, DNS, wake-ups, notices) is
 //! injected. The engine never names a backend.
 
+pub mod access;
 pub mod outside;
 pub mod records;
 pub mod store;
 pub mod turn;
 
 pub use crate::egress::{Dns, SystemDns};
+pub use access::*;
 pub use outside::*;
 pub use records::*;
 pub use store::*;

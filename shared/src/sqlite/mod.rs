@@ -15,6 +15,7 @@
 //! (at-least-once), never lost. Reads use a small pool of connections,
 //! which WAL lets run beside the writer.
 
+mod access;
 mod attempts;
 mod backfill;
 mod deliveries;

@@ -3,6 +3,21 @@
 use rusqlite::Connection;
 
 const SCHEMA: &str = r#"
+CREATE TABLE IF NOT EXISTS api_keys (
+    id TEXT PRIMARY KEY,
+    tenant TEXT NOT NULL,
+    name TEXT NOT NULL,
+    read_only INTEGER NOT NULL,
+    created_at INTEGER NOT NULL,
+    hash TEXT NOT NULL UNIQUE
+);
+CREATE INDEX IF NOT EXISTS api_keys_by_tenant ON api_keys (tenant, id);
+
+CREATE TABLE IF NOT EXISTS settings (
+    name TEXT PRIMARY KEY,
+    value BLOB NOT NULL
+);
+
 CREATE TABLE IF NOT EXISTS subscriptions (
     id TEXT PRIMARY KEY,
     tenant TEXT NOT NULL,

@@ -29,6 +29,14 @@ impl Harness for Sqlite {
             .await
             .expect("lane head")
     }
+    /// The database file and its write-ahead log, as they are on disk.
+    async fn raw_contents(&self) -> String {
+        let db = self._dir.path().join("t.db");
+        let wal = self._dir.path().join("t.db-wal");
+        let mut bytes = std::fs::read(&db).expect("database file");
+        bytes.extend(std::fs::read(&wal).unwrap_or_default());
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
 }
 
 #[tokio::test]
@@ -279,6 +287,9 @@ impl Harness for DivergingHarness {
     }
     async fn next_delivery(&self, sub: &SubscriptionId) -> Option<Delivery> {
         self.0.next_delivery(sub).await
+    }
+    async fn raw_contents(&self) -> String {
+        self.0.raw_contents().await
     }
 }
 

@@ -2,7 +2,7 @@
 //! bottom of the store: every module that reads or writes a tenant's or a
 //! subscription's item takes its key from here.
 
-use hooklane_core::domain::{EventId, SubscriptionId, TenantId};
+use hooklane_core::domain::{EventId, KeyId, SubscriptionId, TenantId};
 
 /// The partition key of a tenant.
 pub(crate) fn tenant_pk(tenant: &TenantId) -> String {
@@ -32,4 +32,14 @@ pub(crate) fn by_event_pk(tenant: &TenantId, event: &EventId) -> String {
 /// The partition key of a tenant's parked deliveries.
 pub(crate) fn parked_pk(tenant: &TenantId) -> String {
     format!("P#{}", tenant.as_str())
+}
+
+/// The partition of a tenant key, found by the hash of its text.
+pub(crate) fn key_pk(hash: &str) -> String {
+    format!("K#{hash}")
+}
+
+/// A tenant key's entry in its tenant's partition (for the list).
+pub(crate) fn key_sk(id: &KeyId) -> String {
+    format!("K#{}", id.as_str())
 }

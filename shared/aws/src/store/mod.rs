@@ -18,6 +18,7 @@
 //!
 //! TTL deletion can be days late, so reads drop expired items in code.
 
+pub mod access;
 pub mod attempts;
 mod attrs;
 mod backfill;
@@ -208,6 +209,7 @@ impl hooklane_core::engine::Store for AwsStore {
             suspensions: Arc::new(self.suspensions()),
             attempts: Arc::new(self.attempt_log()),
             rates: Arc::new(rates::AwsRateLimits(self.table.clone())),
+            access: Arc::new(access::AwsAccess(self.table.clone())),
             subscriptions: Arc::new(self.clone()),
             events: Arc::new(self.clone()),
             lanes: Arc::new(self.clone()),

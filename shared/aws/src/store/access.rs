@@ -1,0 +1,152 @@
+//! `Access` on DynamoDB: a tenant key is two items written in one
+//! transaction, one under the hash of its text (`K#{hash}`, `key`: what a
+//! request reads, one strongly consistent `GetItem`) and one in its
+//! tenant's partition (`T#{tenant}`, `K#{id}`: what the list reads, with
+//! the hash to revoke by). The text is never stored. The portal key is
+//! one item (`C#portal`, `key`), put once on condition it is not there.
+
+use async_trait::async_trait;
+use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem};
+use hooklane_core::access::ApiKey;
+use hooklane_core::domain::{KeyId, TenantId};
+use hooklane_core::ports::{Access, StoreResult};
+use hooklane_core::record::{from_ms, ms};
+
+use super::keys::{key_pk, key_sk, tenant_pk};
+use super::{backend, cancelled_by_condition, corrupt, get_n, get_s, is_condition_failed, Item};
+use crate::{number_attr, string_attr};
+
+super::table::table_port!(
+    /// Tenant keys and the portal key on DynamoDB.
+    AwsAccess
+);
+
+const PORTAL_PK: &str = "C#portal";
+
+fn key_item(pk: String, sk: String, key: &ApiKey, hash: &str) -> Item {
+    Item::from([
+        ("pk".to_owned(), string_attr(pk)),
+        ("sk".to_owned(), string_attr(sk)),
+        ("id".to_owned(), string_attr(key.id.as_str())),
+        ("tenant".to_owned(), string_attr(key.tenant.as_str())),
+        ("name".to_owned(), string_attr(&key.name)),
+        ("read_only".to_owned(), AttributeValue::Bool(key.read_only)),
+        ("created_at".to_owned(), number_attr(ms(key.created_at))),
+        ("hash".to_owned(), string_attr(hash)),
+    ])
+}
+
+fn key_of_item(item: &Item) -> StoreResult<ApiKey> {
+    let text = |k: &str| get_s(item, k).ok_or_else(|| corrupt("tenant key"));
+    Ok(ApiKey {
+        id: KeyId::parse(text("id")?).map_err(|_| corrupt("key id"))?,
+        tenant: TenantId::parse(text("tenant")?).map_err(|_| corrupt("tenant"))?,
+        name: text("name")?.to_owned(),
+        read_only: matches!(item.get("read_only"), Some(AttributeValue::Bool(true))),
+        created_at: from_ms(get_n(item, "created_at").ok_or_else(|| corrupt("tenant key"))?),
+    })
+}
+
+impl AwsAccess {
+    fn put(&self, item: Item) -> StoreResult<TransactWriteItem> {
+        let put = Put::builder()
+            .table_name(&self.settings.table)
+            .set_item(Some(item))
+            .condition_expression("attribute_not_exists(pk)")
+            .build()
+            .map_err(backend)?;
+        Ok(TransactWriteItem::builder().put(put).build())
+    }
+
+    fn delete(&self, pk: String, sk: String) -> StoreResult<TransactWriteItem> {
+        let delete = Delete::builder()
+            .table_name(&self.settings.table)
+            .key("pk", string_attr(pk))
+            .key("sk", string_attr(sk))
+            .condition_expression("attribute_exists(pk)")
+            .build()
+            .map_err(backend)?;
+        Ok(TransactWriteItem::builder().delete(delete).build())
+    }
+}
+
+#[async_trait]
+impl Access for AwsAccess {
+    async fn create_key(&self, key: &ApiKey, hash: &str) -> StoreResult<()> {
+        let by_hash = key_item(key_pk(hash), "key".into(), key, hash);
+        let listed = key_item(tenant_pk(&key.tenant), key_sk(&key.id), key, hash);
+        self.ddb
+            .transact_write_items()
+            .transact_items(self.put(by_hash)?)
+            .transact_items(self.put(listed)?)
+            .send()
+            .await
+            .map_err(backend)?;
+        Ok(())
+    }
+
+    async fn list_keys(&self, tenant: &TenantId) -> StoreResult<Vec<ApiKey>> {
+        let query = self
+            .ddb
+            .query()
+            .table_name(&self.settings.table)
+            .key_condition_expression("pk = :pk AND begins_with(sk, :k)")
+            .consistent_read(true)
+            .expression_attribute_values(":pk", string_attr(tenant_pk(tenant)))
+            .expression_attribute_values(":k", string_attr("K#"));
+        super::query_items(query, usize::MAX, |item| key_of_item(&item).map(Some)).await
+    }
+
+    async fn revoke_key(&self, tenant: &TenantId, id: &KeyId) -> StoreResult<bool> {
+        let listed = self.get_consistent(tenant_pk(tenant), key_sk(id)).await?;
+        let Some(hash) = listed.as_ref().and_then(|i| get_s(i, "hash")) else {
+            return Ok(false);
+        };
+        let res = self
+            .ddb
+            .transact_write_items()
+            .transact_items(self.delete(tenant_pk(tenant), key_sk(id))?)
+            .transact_items(self.delete(key_pk(hash), "key".into())?)
+            .send()
+            .await;
+        match res {
+            Ok(_) => Ok(true),
+            // Revoked meanwhile by another request.
+            Err(e) if cancelled_by_condition(&e) => Ok(false),
+            Err(e) => Err(backend(e)),
+        }
+    }
+
+    async fn key_by_hash(&self, hash: &str) -> StoreResult<Option<ApiKey>> {
+        match self.get_consistent(key_pk(hash), "key".into()).await? {
+            Some(item) => key_of_item(&item).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    async fn portal_key(&self, candidate: &[u8]) -> StoreResult<Vec<u8>> {
+        let res = self
+            .ddb
+            .put_item()
+            .table_name(&self.settings.table)
+            .item("pk", string_attr(PORTAL_PK))
+            .item("sk", string_attr("key"))
+            .item("value", AttributeValue::B(candidate.to_vec().into()))
+            .condition_expression("attribute_not_exists(pk)")
+            .send()
+            .await;
+        match res {
+            Ok(_) => return Ok(candidate.to_vec()),
+            Err(e) if is_condition_failed(&e) => {}
+            Err(e) => return Err(backend(e)),
+        }
+        let item = self
+            .get_consistent(PORTAL_PK.into(), "key".into())
+            .await?
+            .ok_or_else(|| corrupt("portal key"))?;
+        match item.get("value") {
+            Some(AttributeValue::B(b)) => Ok(b.clone().into_inner()),
+            _ => Err(corrupt("portal key")),
+        }
+    }
+}

@@ -1,0 +1,101 @@
+//! Scoped access on the engine (G14): who a tenant key or a portal
+//! session speaks for, tenant keys made, listed and revoked, and portal
+//! sessions minted. The API's auth middleware and its api-keys and
+//! portal-sessions routes call these; the rules are in
+//! [`crate::access`].
+
+use time::OffsetDateTime;
+
+use super::Engine;
+use crate::access::{
+    self, key_hash, new_key, new_portal_key, sign_session, verify_session, ApiKey, Principal,
+    Session,
+};
+use crate::domain::{KeyId, TenantId};
+use crate::ports::StoreResult;
+
+impl Engine {
+    /// The principal a tenant key or portal session speaks for; `None`
+    /// when it is not one (unknown, revoked, expired, tampered).
+    pub async fn principal_of(&self, bearer: &str) -> StoreResult<Option<Principal>> {
+        if bearer.starts_with(access::KEY_PREFIX) {
+            let key = self.ports.access.key_by_hash(&key_hash(bearer)).await?;
+            return Ok(key.map(|k| Principal::Tenant {
+                tenant: k.tenant,
+                read_only: k.read_only,
+                session: false,
+            }));
+        }
+        if bearer.starts_with(access::SESSION_PREFIX) {
+            let key = self.portal_key().await?;
+            let now = self.ports.clock.now();
+            let session = verify_session(&key, bearer, now).ok();
+            return Ok(session.and_then(|s| {
+                Some(Principal::Tenant {
+                    tenant: TenantId::parse(&s.tenant).ok()?,
+                    read_only: s.read_only,
+                    session: true,
+                })
+            }));
+        }
+        Ok(None)
+    }
+
+    /// Makes a tenant key: what is stored, and its text (shown once).
+    pub async fn create_key(
+        &self,
+        tenant: &TenantId,
+        name: String,
+        read_only: bool,
+    ) -> StoreResult<(ApiKey, String)> {
+        let (text, hash) = new_key();
+        let key = ApiKey {
+            id: KeyId::generate(),
+            tenant: tenant.clone(),
+            name,
+            read_only,
+            created_at: self.ports.clock.now(),
+        };
+        self.ports.access.create_key(&key, &hash).await?;
+        Ok((key, text))
+    }
+
+    /// A tenant's keys (never their text).
+    pub async fn keys(&self, tenant: &TenantId) -> StoreResult<Vec<ApiKey>> {
+        self.ports.access.list_keys(tenant).await
+    }
+
+    /// Revokes a tenant's key; `false` when it has no such key.
+    pub async fn revoke_key(&self, tenant: &TenantId, id: &KeyId) -> StoreResult<bool> {
+        self.ports.access.revoke_key(tenant, id).await
+    }
+
+    /// A portal session token for `tenant` lasting `secs`, and its end.
+    pub async fn mint_session(
+        &self,
+        tenant: &TenantId,
+        read_only: bool,
+        secs: i64,
+    ) -> StoreResult<(String, OffsetDateTime)> {
+        let expires_at = self.ports.clock.now() + time::Duration::seconds(secs);
+        let session = Session {
+            tenant: tenant.as_str().to_owned(),
+            read_only,
+            expires: expires_at.unix_timestamp(),
+        };
+        Ok((
+            sign_session(&self.portal_key().await?, &session),
+            expires_at,
+        ))
+    }
+
+    /// The key sessions are signed with: the configured one, or the one
+    /// kept in the store (made there by the first process that asked).
+    async fn portal_key(&self) -> StoreResult<Vec<u8>> {
+        if let Some(key) = self.config.portal_key.as_ref().or(self.portal_key.get()) {
+            return Ok(key.clone());
+        }
+        let key = self.ports.access.portal_key(&new_portal_key()).await?;
+        Ok(self.portal_key.get_or_init(|| key).clone())
+    }
+}

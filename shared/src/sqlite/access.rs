@@ -1,0 +1,91 @@
+//! `Access` over SQLite: tenant keys by the hash of their text (the text
+//! is never stored), and the portal key in a one-row settings table.
+
+use async_trait::async_trait;
+use rusqlite::{params, OptionalExtension};
+
+use super::{corrupt, from_ms, ms, SqliteStore};
+use crate::access::ApiKey;
+use crate::domain::{KeyId, TenantId};
+use crate::ports::{Access, StoreResult};
+
+const COLUMNS: &str = "id, tenant, name, read_only, created_at";
+
+fn key_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ApiKey> {
+    Ok(ApiKey {
+        id: KeyId::parse(&r.get::<_, String>(0)?).map_err(|_| corrupt("key id"))?,
+        tenant: TenantId::parse(&r.get::<_, String>(1)?).map_err(|_| corrupt("tenant"))?,
+        name: r.get(2)?,
+        read_only: r.get(3)?,
+        created_at: from_ms(r.get(4)?),
+    })
+}
+
+#[async_trait]
+impl Access for SqliteStore {
+    async fn create_key(&self, key: &ApiKey, hash: &str) -> StoreResult<()> {
+        let (key, hash) = (key.clone(), hash.to_owned());
+        self.write(move |conn| {
+            conn.prepare_cached(
+                "INSERT INTO api_keys (id, tenant, name, read_only, created_at, hash) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )?
+            .execute(params![
+                key.id.as_str(),
+                key.tenant.as_str(),
+                key.name,
+                key.read_only,
+                ms(key.created_at),
+                hash
+            ])
+            .map(|_| ())
+        })
+        .await
+    }
+
+    async fn list_keys(&self, tenant: &TenantId) -> StoreResult<Vec<ApiKey>> {
+        let tenant = tenant.clone();
+        self.read(move |conn| {
+            conn.prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM api_keys WHERE tenant = ?1 ORDER BY id"
+            ))?
+            .query_map(params![tenant.as_str()], key_row)?
+            .collect()
+        })
+        .await
+    }
+
+    async fn revoke_key(&self, tenant: &TenantId, id: &KeyId) -> StoreResult<bool> {
+        let (tenant, id) = (tenant.clone(), id.clone());
+        self.write(move |conn| {
+            conn.prepare_cached("DELETE FROM api_keys WHERE tenant = ?1 AND id = ?2")?
+                .execute(params![tenant.as_str(), id.as_str()])
+                .map(|n| n > 0)
+        })
+        .await
+    }
+
+    async fn key_by_hash(&self, hash: &str) -> StoreResult<Option<ApiKey>> {
+        let hash = hash.to_owned();
+        self.read(move |conn| {
+            conn.prepare_cached(&format!("SELECT {COLUMNS} FROM api_keys WHERE hash = ?1"))?
+                .query_row(params![hash], key_row)
+                .optional()
+        })
+        .await
+    }
+
+    async fn portal_key(&self, candidate: &[u8]) -> StoreResult<Vec<u8>> {
+        let candidate = candidate.to_vec();
+        self.write(move |conn| {
+            conn.prepare_cached(
+                "INSERT INTO settings (name, value) VALUES ('portal_key', ?1) \
+                 ON CONFLICT (name) DO NOTHING",
+            )?
+            .execute(params![candidate])?;
+            conn.prepare_cached("SELECT value FROM settings WHERE name = 'portal_key'")?
+                .query_row([], |r| r.get(0))
+        })
+        .await
+    }
+}
