@@ -132,6 +132,11 @@ async fn a_tenant_key_reaches_its_own_tenant_only(backend: Backend) {
     if status != 403 {
         wrong.push(format!("GET /metrics with a tenant key: {status}, not 403"));
     }
+    let secret = format!("/v1/tenants/a/subscriptions/{a}/secret");
+    let (status, body) = server.call_as(&text, "GET", &secret, None).await;
+    if status != 200 || body["secret"] != a_sub["secret"] {
+        wrong.push(format!("its own subscription's secret: {status} {body}"));
+    }
     // It writes to its own tenant.
     let (status, body) = server
         .call_as(

@@ -48,6 +48,8 @@ fn route_of(method: &Method, path: &str) -> Option<(Option<TenantId>, RouteKind)
     let kind = match rest.split('/').next() {
         Some("api-keys") => RouteKind::Keys,
         Some("portal-sessions") => RouteKind::Sessions,
+        // Revealing a signing secret is for credentials that may write.
+        _ if rest.ends_with("/secret") => RouteKind::Write,
         _ if matches!(*method, Method::GET | Method::HEAD) => RouteKind::Read,
         _ => RouteKind::Write,
     };

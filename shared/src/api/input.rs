@@ -44,6 +44,8 @@ pub enum CursorKind {
     SubscriptionId,
     /// A sequence number of 1 to 18 digits.
     Seq,
+    /// An archived event's position: `{unix ms}~{event id}`.
+    Event,
 }
 
 /// The query parameters a list route accepts.
@@ -71,6 +73,8 @@ pub enum Cursor {
     SubscriptionId(SubscriptionId),
     /// After (or before) this sequence number.
     Seq(i64),
+    /// Before this archived event.
+    Event(crate::domain::ArchivePosition),
 }
 
 /// Parses the query of a list request: only `query.allowed` parameters,
@@ -120,6 +124,18 @@ fn decode_cursor(raw: &str, kind: CursorKind) -> Result<Cursor, ApiError> {
             .and_then(|r| r.parse::<i64>().ok())
             .map(Cursor::Seq)
             .ok_or_else(bad),
+        CursorKind::Event => {
+            let (at, id) = raw.split_once('~').ok_or_else(bad)?;
+            let at = Some(at)
+                .filter(|a| (1..=15).contains(&a.len()) && a.bytes().all(|b| b.is_ascii_digit()))
+                .and_then(|a| a.parse::<i64>().ok())
+                .ok_or_else(bad)?;
+            let id = event_id(id, "cursor").map_err(|_| bad())?;
+            Ok(Cursor::Event(crate::domain::ArchivePosition {
+                at: crate::record::from_ms(at),
+                id: id.as_str().to_owned(),
+            }))
+        }
     }
 }
 

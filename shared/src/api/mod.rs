@@ -8,6 +8,7 @@ mod auth;
 pub mod body;
 mod dead_letters;
 pub mod error;
+mod event_list;
 mod events;
 pub mod input;
 mod json_text;
@@ -47,8 +48,10 @@ pub const ROUTES: &[(&str, &str)] = &[
         "/v1/tenants/{tenant}/subscriptions/{id}/rotate-secret",
     ),
     ("get", "/v1/tenants/{tenant}/subscriptions/{id}/attempts"),
+    ("get", "/v1/tenants/{tenant}/subscriptions/{id}/secret"),
     ("post", "/v1/tenants/{tenant}/subscriptions/{id}/enable"),
     ("post", "/v1/tenants/{tenant}/events"),
+    ("get", "/v1/tenants/{tenant}/events"),
     ("post", "/v1/tenants/{tenant}/event-batches"),
     ("get", "/v1/tenants/{tenant}/events/{id}"),
     ("get", "/v1/tenants/{tenant}/dead-letters"),
@@ -99,6 +102,12 @@ pub const READS: &[(&str, &str, BodyReads, QueryReads)] = &[
         "/v1/tenants/{tenant}/events",
         Some(&events::PUBLISH),
         None,
+    ),
+    (
+        "get",
+        "/v1/tenants/{tenant}/events",
+        None,
+        Some(&event_list::LIST_QUERY),
     ),
     (
         "post",
@@ -170,8 +179,9 @@ pub fn router(state: AppState) -> Router {
             post(subscriptions::rotate_secret),
         )
         .route("/subscriptions/{id}/attempts", get(subscriptions::attempts))
+        .route("/subscriptions/{id}/secret", get(subscriptions::secret))
         .route("/subscriptions/{id}/enable", post(subscriptions::enable))
-        .route("/events", post(events::publish))
+        .route("/events", post(events::publish).get(event_list::list))
         .route(
             "/event-batches",
             post(events::publish_batch).layer(DefaultBodyLimit::max(events::BATCH_MAX_BODY)),

@@ -11,7 +11,7 @@ use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
 use serde_json::Value;
 
-use super::{body, dead_letters, input, subscriptions, OPENAPI, READS, ROUTES};
+use super::{body, dead_letters, event_list, input, subscriptions, OPENAPI, READS, ROUTES};
 use crate::domain::{EventFilter, EventId, EventType, SubscriptionId};
 use crate::signing::Secret;
 
@@ -332,6 +332,12 @@ fn every_documented_pattern_accepts_exactly_what_the_server_accepts() {
         &format!("{v1}/dead-letters"),
         "get",
         &dead_letters::LIST_QUERY,
+        &doc,
+    );
+    cursor_of(
+        &format!("{v1}/events"),
+        "get",
+        &event_list::LIST_QUERY,
         &doc,
     );
 }

@@ -288,6 +288,16 @@ pub(super) async fn rotate_secret(
     Ok(Json(json!({ "secret": sub.secret.expose() })))
 }
 
+/// The current signing secret (a write-class route: a read-only
+/// credential answers 403, see `super::auth`).
+pub(super) async fn secret(
+    State(state): State<AppState>,
+    Path((tenant, id)): Path<(String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    let sub = load(&state, &tenant, &id).await?;
+    Ok(Json(json!({ "secret": sub.secret.expose() })))
+}
+
 pub(super) async fn enable(
     State(state): State<AppState>,
     Path((tenant, id)): Path<(String, String)>,

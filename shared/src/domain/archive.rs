@@ -49,6 +49,37 @@ impl ArchivedEvent {
     }
 }
 
+/// Which of a tenant's archived events a list asks for, newest first:
+/// accepted in `since..=until`, of `event_type` when given, before
+/// `before` (the last of the previous page) when given.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecentEvents {
+    /// Only events of this type.
+    pub event_type: Option<EventType>,
+    /// Accepted at this time or later.
+    pub since: OffsetDateTime,
+    /// Accepted at this time or earlier.
+    pub until: OffsetDateTime,
+    /// Only events before this position.
+    pub before: Option<ArchivePosition>,
+    /// At most this many.
+    pub limit: usize,
+}
+
+impl RecentEvents {
+    /// Keeps what the list asks for of `events` (read between `since` and
+    /// `until`, in any order), newest first.
+    pub fn pick(&self, mut events: Vec<ArchivedEvent>) -> Vec<ArchivedEvent> {
+        events.retain(|e| {
+            self.event_type.as_ref().is_none_or(|t| *t == e.event_type)
+                && self.before.as_ref().is_none_or(|b| e.position() < *b)
+        });
+        events.sort_by(|a, b| (b.created_at, &b.id).cmp(&(a.created_at, &a.id)));
+        events.truncate(self.limit);
+        events
+    }
+}
+
 /// A backfill in progress (G8): the re-enabled subscription, the archive
 /// window it covers, and how far it got.
 #[derive(Debug, Clone, PartialEq)]

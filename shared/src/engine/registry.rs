@@ -117,6 +117,15 @@ impl Engine {
             .await
     }
 
+    /// A page of `tenant`'s archived events, newest first.
+    pub async fn recent_events(
+        &self,
+        tenant: &TenantId,
+        query: &crate::domain::RecentEvents,
+    ) -> StoreResult<Vec<crate::domain::ArchivedEvent>> {
+        self.ports.events.recent(tenant, query).await
+    }
+
     /// An archived event and the record of each of its deliveries.
     pub async fn event_and_deliveries(
         &self,

@@ -11,7 +11,7 @@ use super::turn::Finish;
 use super::StoreResult;
 use crate::domain::{
     fnv1a64, lane_of, ArchivePosition, ArchivedEvent, Delivery, Event, EventId, EventType,
-    LaneCount, OrderingKey, Retake, Subscription, SubscriptionId, TenantId,
+    LaneCount, OrderingKey, RecentEvents, Retake, Subscription, SubscriptionId, TenantId,
 };
 use crate::health::StatusChange;
 
@@ -165,6 +165,12 @@ pub trait EventArchive: Send + Sync {
         after: &ArchivePosition,
         until: OffsetDateTime,
         limit: usize,
+    ) -> StoreResult<Vec<ArchivedEvent>>;
+    /// A tenant's archived events as `query` asks, newest first.
+    async fn recent(
+        &self,
+        tenant: &TenantId,
+        query: &RecentEvents,
     ) -> StoreResult<Vec<ArchivedEvent>>;
 }
 

@@ -8,7 +8,7 @@ use time::{Duration, OffsetDateTime};
 
 use super::{corrupt, from_ms, ms, SqliteStore};
 use crate::domain::{
-    ArchivePosition, ArchivedEvent, Event, EventId, EventType, OrderingKey, TenantId,
+    ArchivePosition, ArchivedEvent, Event, EventId, EventType, OrderingKey, RecentEvents, TenantId,
 };
 use crate::ports::{Accepted, EventArchive, StoreError, StoreResult};
 
@@ -116,24 +116,58 @@ impl EventArchive for SqliteStore {
             )?
             .query_map(
                 params![tenant.as_str(), until, ms(after.at), after.id, limit as i64],
-                |r| {
-                    let key: String = r.get(0)?;
-                    let event = || -> rusqlite::Result<_> {
-                        Ok(ArchivedEvent {
-                            id: EventId::parse(&key).map_err(|_| corrupt("event id"))?,
-                            event_type: EventType::parse(&r.get::<_, String>(1)?)
-                                .map_err(|_| corrupt("type"))?,
-                            created_at: from_ms(r.get(2)?),
-                            ordering_key: ordering_key(r, 3)?,
-                        })
-                    };
-                    Ok((key.clone(), event()))
-                },
+                archived_row,
             )
             .and_then(|rows| super::readable("event", rows))
         })
         .await
     }
+
+    async fn recent(
+        &self,
+        tenant: &TenantId,
+        query: &RecentEvents,
+    ) -> StoreResult<Vec<ArchivedEvent>> {
+        let (tenant, q) = (tenant.clone(), query.clone());
+        self.read(move |conn| {
+            let before = q.before.as_ref();
+            conn.prepare_cached(
+                "SELECT id, type, created_at, ordering_key FROM events WHERE tenant = ?1 \
+                 AND created_at BETWEEN ?2 AND ?3 AND (?4 IS NULL OR type = ?4) \
+                 AND (?5 IS NULL OR created_at < ?5 OR (created_at = ?5 AND id < ?6)) \
+                 ORDER BY created_at DESC, id DESC LIMIT ?7",
+            )?
+            .query_map(
+                params![
+                    tenant.as_str(),
+                    ms(q.since),
+                    ms(q.until),
+                    q.event_type.as_ref().map(|t| t.as_str()),
+                    before.map(|b| ms(b.at)),
+                    before.map(|b| b.id.as_str()),
+                    q.limit as i64
+                ],
+                archived_row,
+            )
+            .and_then(|rows| super::readable("event", rows))
+        })
+        .await
+    }
+}
+
+/// An archived event's row (id, type, time, ordering key), keyed by its
+/// id for [`super::readable`].
+fn archived_row(r: &Row<'_>) -> rusqlite::Result<(String, rusqlite::Result<ArchivedEvent>)> {
+    let key: String = r.get(0)?;
+    let event = || -> rusqlite::Result<_> {
+        Ok(ArchivedEvent {
+            id: EventId::parse(&key).map_err(|_| corrupt("event id"))?,
+            event_type: EventType::parse(&r.get::<_, String>(1)?).map_err(|_| corrupt("type"))?,
+            created_at: from_ms(r.get(2)?),
+            ordering_key: ordering_key(r, 3)?,
+        })
+    };
+    Ok((key.clone(), event()))
 }
 
 impl SqliteStore {

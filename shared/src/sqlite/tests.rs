@@ -495,6 +495,13 @@ impl crate::ports::EventArchive for CallerFansOut {
     ) -> crate::ports::StoreResult<Option<crate::domain::Event>> {
         crate::ports::EventArchive::get(&self.store, tenant, id).await
     }
+    async fn recent(
+        &self,
+        tenant: &crate::domain::TenantId,
+        query: &crate::domain::RecentEvents,
+    ) -> crate::ports::StoreResult<Vec<crate::domain::ArchivedEvent>> {
+        self.store.recent(tenant, query).await
+    }
     async fn window(
         &self,
         tenant: &crate::domain::TenantId,

@@ -22,7 +22,7 @@ use flate2::read::DeflateDecoder;
 use flate2::write::DeflateEncoder;
 use flate2::Compression;
 use hooklane_core::domain::{
-    ArchivePosition, ArchivedEvent, Event, EventId, EventType, OrderingKey, TenantId,
+    ArchivePosition, ArchivedEvent, Event, EventId, EventType, OrderingKey, RecentEvents, TenantId,
 };
 use hooklane_core::ports::{Accepted, EventArchive, FanOutBy, StoreError, StoreResult};
 use hooklane_core::record::{from_ms, ms};
@@ -234,6 +234,34 @@ impl EventArchive for AwsStore {
         until: OffsetDateTime,
         limit: usize,
     ) -> StoreResult<Vec<ArchivedEvent>> {
+        let mut out = self.archived_between(tenant, after.at, until).await?;
+        out.retain(|e| e.position() > *after);
+        out.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
+        out.truncate(limit);
+        Ok(out)
+    }
+
+    /// Read as [`Self::window`] reads (every page of the tenant's events in
+    /// the time range), then picked newest first.
+    async fn recent(
+        &self,
+        tenant: &TenantId,
+        query: &RecentEvents,
+    ) -> StoreResult<Vec<ArchivedEvent>> {
+        let between = self.archived_between(tenant, query.since, query.until);
+        Ok(query.pick(between.await?))
+    }
+}
+
+impl AwsStore {
+    /// A tenant's archived events accepted in `since..=until`, without
+    /// their payloads, in no particular order.
+    async fn archived_between(
+        &self,
+        tenant: &TenantId,
+        since: OffsetDateTime,
+        until: OffsetDateTime,
+    ) -> StoreResult<Vec<ArchivedEvent>> {
         let query = self
             .ddb
             .query()
@@ -244,16 +272,12 @@ impl EventArchive for AwsStore {
             .expression_attribute_names("#type", "type")
             .expression_attribute_values(":pk", string_attr(tenant_pk(tenant)))
             .expression_attribute_values(":e", string_attr("E#"))
-            .expression_attribute_values(":since", number_attr(ms(after.at)))
+            .expression_attribute_values(":since", number_attr(ms(since)))
             .expression_attribute_values(":until", number_attr(ms(until)));
-        let mut out = super::query_items(query, usize::MAX, |item| {
+        super::query_items(query, usize::MAX, |item| {
             readable("event", &item, archived(&item))
         })
-        .await?;
-        out.retain(|e| e.position() > *after);
-        out.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
-        out.truncate(limit);
-        Ok(out)
+        .await
     }
 }
 
