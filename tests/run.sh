@@ -12,6 +12,10 @@
 #     come from crates.io);
 #   - schemathesis against `hooklane serve` and its /openapi.json
 #     (tests/fuzz/run.sh): any finding fails;
+#   - the tenant portal in a real browser: Chromium from Debian's packages
+#     (installed when missing) driven by Playwright from PyPI
+#     (tests/browser/portal_test.py), screenshots in
+#     target/portal-screenshots;
 #   - the README's deploy build: `sam validate --lint` and
 #     `sam build --beta-features` in infra/ (cargo-lambda cross-compiles the
 #     four functions, the slow pool's from the delivery binary; no Docker),
@@ -25,6 +29,14 @@ if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
 .venv/bin/pip install --quiet --disable-pip-version-check -r tests/requirements.txt
+
+echo "== chromium (Debian's package, for the portal's browser test)"
+if ! command -v chromium > /dev/null; then
+  sudo_cmd=""
+  if [ "$(id -u)" != 0 ]; then sudo_cmd="sudo"; fi
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq chromium > /dev/null
+fi
 
 echo "== cfn-lint infra/template.yaml"
 .venv/bin/cfn-lint infra/template.yaml
@@ -72,6 +84,12 @@ cargo test --workspace --all-targets --locked --features hooklane/aws
 
 echo "== schemathesis against serve's OpenAPI document"
 tests/fuzz/run.sh
+
+echo "== the tenant portal in Chromium (tests/browser/portal_test.py)"
+cargo build -p hooklane --locked
+started=$(date +%s)
+.venv/bin/python tests/browser/portal_test.py target/portal-screenshots
+echo "browser test took $(( $(date +%s) - started )) s"
 
 echo "== sam validate --lint; sam build --beta-features (infra/)"
 export SAM_CLI_TELEMETRY=0

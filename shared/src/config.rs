@@ -78,6 +78,10 @@ pub struct Config {
     /// Where the API is reached from outside (`HOOKLANE_PUBLIC_URL`), the
     /// base of portal links; unset, the request's `Host`.
     pub public_url: Option<String>,
+    /// Who may embed the portal in a frame
+    /// (`HOOKLANE_PORTAL_FRAME_ANCESTORS`: space-separated origins or
+    /// `'self'`); unset, nobody.
+    pub portal_frame_ancestors: Option<String>,
 }
 
 impl Default for Config {
@@ -104,6 +108,7 @@ impl Default for Config {
             log_json: false,
             portal_key: None,
             public_url: None,
+            portal_frame_ancestors: None,
         }
     }
 }
@@ -291,6 +296,22 @@ impl Config {
                 .filter(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some())
                 .ok_or_else(|| bad("HOOKLANE_PUBLIC_URL", "an http or https URL"))?;
             self.public_url = Some(url.as_str().trim_end_matches('/').to_owned());
+        }
+        if let Some(v) = get("HOOKLANE_PORTAL_FRAME_ANCESTORS").filter(|v| !v.trim().is_empty()) {
+            let origin = |s: &str| {
+                s == "'self'"
+                    || url::Url::parse(s).is_ok_and(|u| {
+                        matches!(u.scheme(), "http" | "https")
+                            && u.host().is_some()
+                            && u.path() == "/"
+                            && !s.ends_with('/')
+                    })
+            };
+            if !v.split_whitespace().all(origin) {
+                let why = "space-separated origins (https://host[:port]) or 'self'";
+                return Err(bad("HOOKLANE_PORTAL_FRAME_ANCESTORS", why));
+            }
+            self.portal_frame_ancestors = Some(v.split_whitespace().collect::<Vec<_>>().join(" "));
         }
         Ok(())
     }

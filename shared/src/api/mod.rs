@@ -14,6 +14,7 @@ pub mod input;
 mod json_text;
 #[cfg(test)]
 mod openapi_tests;
+mod portal;
 pub mod serve;
 mod subscriptions;
 
@@ -37,6 +38,7 @@ pub const OPENAPI: &str = include_str!("openapi.json");
 pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/healthz"),
     ("get", "/openapi.json"),
+    ("get", "/portal/"),
     ("get", "/metrics"),
     ("post", "/v1/tenants/{tenant}/subscriptions"),
     ("get", "/v1/tenants/{tenant}/subscriptions"),
@@ -202,6 +204,7 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/healthz", get(|| async { (StatusCode::OK, "ok") }))
         .route("/openapi.json", get(openapi))
+        .merge(portal::routes())
         .merge(authed)
         .fallback(|| async { ApiError::not_found("route") })
         // Bodies are read whole only up to the limit; larger ones get 413

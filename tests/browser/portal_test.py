@@ -1,0 +1,278 @@
+"""The tenant portal in a real browser (G14).
+
+Starts `hooklane serve` (the debug build the test command made) on a free
+loopback port with a receiver beside it, mints portal links through the
+API, and drives Debian's Chromium through Playwright: create an endpoint,
+publish an event and see its delivery and attempt, replay a dead letter,
+rotate and reveal a secret, re-enable a suspended endpoint, and check that
+a read-only session has no write controls and its writes are refused, that
+an expired session says so and stops, and that a receiver's response
+holding `<script>` and `<img onerror>` shows as text and nothing runs.
+A screenshot of each page goes to the folder given as the first argument.
+
+Usage: python tests/browser/portal_test.py SCREENSHOT_DIR
+"""
+
+import base64
+import hashlib
+import hmac
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from playwright.sync_api import expect, sync_playwright
+
+TOKEN = "browser-test-token-0123456789"
+PORTAL_KEY = "browser-test-portal-key-0123456789abcdef"
+HOSTILE = '<script>window.__owned = 1</script><img src=x onerror="window.__owned = 2">'
+DEADLINE = 30  # seconds any one wait may take
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Receiver(BaseHTTPRequestHandler):
+    """`/ok` answers 204, `/hostile` 500 with markup in its body, `/gone`
+    410 until `healed` is set (then 204)."""
+
+    healed = threading.Event()
+    seen = []
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("content-length", 0)))
+        Receiver.seen.append(self.path)
+        if self.path == "/hostile":
+            body = HOSTILE.encode()
+            self.send_response(500)
+            self.send_header("content-type", "text/html")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
+        gone = self.path == "/gone" and not Receiver.healed.is_set()
+        self.send_response(410 if gone else 204)
+        self.send_header("content-length", "0")
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+class Api:
+    def __init__(self, base):
+        self.base = base
+
+    def call(self, method, path, body=None, token=TOKEN):
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.base + path, data=data, method=method)
+        req.add_header("authorization", f"Bearer {token}")
+        if data:
+            req.add_header("content-type", "application/json")
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                text = r.read()
+                return r.status, json.loads(text) if text else None
+        except urllib.error.HTTPError as e:
+            text = e.read()
+            return e.code, json.loads(text) if text else None
+
+    def ok(self, method, path, body=None):
+        status, out = self.call(method, path, body)
+        assert 200 <= status < 300, f"{method} {path}: {status} {out}"
+        return out
+
+    def wait(self, what, check):
+        end = time.monotonic() + DEADLINE
+        while time.monotonic() < end:
+            got = check()
+            if got:
+                return got
+            time.sleep(0.2)
+        raise AssertionError(f"timed out waiting for {what}")
+
+
+def expired_link(base, tenant):
+    payload = json.dumps({"t": tenant, "ro": False, "exp": int(time.time()) - 5}).encode()
+    b64 = lambda b: base64.urlsafe_b64encode(b).rstrip(b"=").decode()
+    p = b64(payload)
+    tag = b64(hmac.new(PORTAL_KEY.encode(), p.encode(), hashlib.sha256).digest())
+    return f"{base}/portal/#session=hlp_{p}.{tag}"
+
+
+def start_server(workdir):
+    port = free_port()
+    env = dict(os.environ)
+    env.update({
+        "HOOKLANE_API_TOKEN": TOKEN,
+        "HOOKLANE_PORTAL_KEY": PORTAL_KEY,
+        "HOOKLANE_ALLOW_HTTP": "true",
+        "HOOKLANE_ALLOW_PRIVATE_TARGETS": "true",
+        "HOOKLANE_RETRY_SCHEDULE": "0s,1s",
+        "HOOKLANE_RETRY_JITTER": "0",
+        "HOOKLANE_SUSPEND_POLICY": "permanent=1/0s",
+        "HOOKLANE_LISTEN": f"127.0.0.1:{port}",
+        "HOOKLANE_DB": os.path.join(workdir, "portal.db"),
+    })
+    proc = subprocess.Popen(["target/debug/hooklane", "serve"], env=env,
+                            stdout=open(os.path.join(workdir, "serve.log"), "w"), stderr=subprocess.STDOUT)
+    api = Api(f"http://127.0.0.1:{port}")
+
+    def healthy():
+        try:
+            with urllib.request.urlopen(api.base + "/healthz", timeout=1) as r:
+                return r.status == 200
+        except OSError:
+            return False
+
+    api.wait("serve to start", healthy)
+    return proc, api
+
+
+def session_link(api, tenant, read_only):
+    return api.ok("POST", f"/v1/tenants/{tenant}/portal-sessions", {"read_only": read_only})["url"]
+
+
+def run(shots, api, receiver_base):
+    tenant = "acme"
+    hostile = api.ok("POST", f"/v1/tenants/{tenant}/subscriptions",
+                     {"url": f"{receiver_base}/hostile", "event_types": ["hostile.*"]})
+    gone = api.ok("POST", f"/v1/tenants/{tenant}/subscriptions",
+                  {"url": f"{receiver_base}/gone", "event_types": ["gone.*"]})
+    api.ok("POST", f"/v1/tenants/{tenant}/events", {"type": "hostile.sent", "data": {"note": HOSTILE}})
+    api.ok("POST", f"/v1/tenants/{tenant}/events", {"type": "gone.sent", "data": {}})
+    api.wait("the hostile delivery to park", lambda: api.ok(
+        "GET", f"/v1/tenants/{tenant}/dead-letters?subscription_id={hostile['id']}")["items"])
+    api.wait("the gone endpoint to be suspended", lambda: api.ok(
+        "GET", f"/v1/tenants/{tenant}/subscriptions/{gone['id']}")["status"] == "suspended")
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=os.environ.get("HOOKLANE_CHROMIUM", "/usr/bin/chromium"),
+                                    args=["--no-sandbox"])
+        page = browser.new_page(viewport={"width": 1100, "height": 900})
+        dialogs = []
+        page.on("dialog", lambda d: (dialogs.append(d.message), d.accept()))
+        page.goto(session_link(api, tenant, False))
+        expect(page.get_by_role("heading", name="Endpoints")).to_be_visible()
+        assert "session=" not in page.url, "the session left the address bar"
+        page.screenshot(path=f"{shots}/endpoints.png", full_page=True)
+
+        # Create an endpoint.
+        page.fill("#url", f"{receiver_base}/ok")
+        page.fill("#types", "order.*")
+        page.fill("#description", "orders")
+        page.click("text=Add endpoint")
+        expect(page.get_by_role("link", name=f"{receiver_base}/ok")).to_be_visible()
+
+        # Publish an event; see its delivery and attempt.
+        event = api.ok("POST", f"/v1/tenants/{tenant}/events", {"type": "order.paid", "data": {"total": 42}})
+        api.wait("the delivery", lambda: "/ok" in Receiver.seen)
+        page.click(f"text={receiver_base}/ok")
+        expect(page.locator("#attempts")).to_contain_text("delivered")
+        page.screenshot(path=f"{shots}/endpoint.png", full_page=True)
+
+        # Rotate, then reveal, the secret.
+        page.click("button:text('Rotate')")
+        expect(page.locator("#secret")).to_contain_text("whsec_")
+        rotated = page.locator("#secret").inner_text()
+        page.click("button:text('Reveal')")
+        expect(page.locator("#secret")).to_have_text(rotated)
+
+        # The event and its delivery.
+        page.goto(page.url.split("#")[0] + "#/events")
+        expect(page.get_by_role("heading", name="Events")).to_be_visible()
+        expect(page.locator("main")).to_contain_text("hostile.sent")
+        page.screenshot(path=f"{shots}/events.png", full_page=True)
+        page.click(f"text={event['id']}")
+        expect(page.locator("#payload")).to_contain_text('"total": 42')
+        expect(page.locator("main")).to_contain_text("delivered")
+        page.screenshot(path=f"{shots}/event.png", full_page=True)
+
+        # The hostile endpoint's attempts show its response as text.
+        page.goto(page.url.split("#")[0] + f"#/endpoints/{hostile['id']}")
+        expect(page.locator("#attempts")).to_contain_text("<script>window.__owned = 1</script>")
+        assert page.evaluate("window.__owned") is None, "markup from a response ran"
+        assert page.locator("main img").count() == 0, "markup from a response became an element"
+        page.screenshot(path=f"{shots}/hostile-endpoint.png", full_page=True)
+
+        # Replay the dead letter.
+        page.goto(page.url.split("#")[0] + "#/dead-letters")
+        expect(page.locator("#dead-letters")).to_contain_text("hostile.sent")
+        page.screenshot(path=f"{shots}/dead-letters.png", full_page=True)
+        seen = Receiver.seen.count("/hostile")
+        page.click("#dead-letters button:text('Replay')")
+        expect(page.locator("#notice")).to_contain_text("replayed")
+        api.wait("the replayed attempt", lambda: Receiver.seen.count("/hostile") > seen)
+
+        # Re-enable the suspended endpoint once it answers again.
+        page.goto(page.url.split("#")[0] + f"#/endpoints/{gone['id']}")
+        expect(page.locator("#suspended")).to_contain_text("Suspended")
+        page.screenshot(path=f"{shots}/suspended.png", full_page=True)
+        page.click("button:text('Re-enable')")
+        # The probe's result: refused with the receiver's status.
+        expect(page.locator("#notice")).to_contain_text("410")
+        expect(page.locator("#suspended")).to_be_visible()
+        Receiver.healed.set()
+        page.click("button:text('Re-enable')")
+        expect(page.locator("#notice")).to_contain_text("active again")
+        expect(page.locator("main")).to_contain_text("active")
+        assert dialogs == [], f"dialogs opened: {dialogs}"
+
+        # A read-only session: no write controls, and writes refused.
+        ro = browser.new_page(viewport={"width": 390, "height": 844})
+        ro.goto(session_link(api, tenant, True))
+        expect(ro.get_by_role("heading", name="Endpoints")).to_be_visible()
+        assert ro.locator("#create-endpoint").count() == 0, "a read-only session can add endpoints"
+        ro.screenshot(path=f"{shots}/read-only-phone.png", full_page=True)
+        ro.goto(ro.url.split("#")[0] + f"#/endpoints/{hostile['id']}")
+        expect(ro.locator("#attempts")).to_be_visible()
+        for label in ("Rotate", "Reveal", "Delete endpoint", "Save"):
+            assert ro.locator(f"button:text('{label}')").count() == 0, f"read-only shows {label}"
+        status = ro.evaluate("""async (tenant) => {
+            const token = sessionStorage.getItem('hooklane.session');
+            const r = await fetch(`/v1/tenants/${tenant}/subscriptions`, {method: 'POST',
+              headers: {authorization: `Bearer ${token}`, 'content-type': 'application/json'},
+              body: JSON.stringify({url: 'https://example.com/x', event_types: ['*']})});
+            return r.status;
+        }""", tenant)
+        assert status == 403, f"a read-only session's write answered {status}"
+
+        # An expired session says so and stops.
+        old = browser.new_page()
+        old.goto(expired_link(api.base, tenant))
+        expect(old.get_by_role("heading", name="Session ended")).to_be_visible()
+        expect(old.locator("#notice")).to_contain_text("expired")
+        old.screenshot(path=f"{shots}/expired.png")
+        browser.close()
+
+
+def main():
+    shots = sys.argv[1] if len(sys.argv) > 1 else "target/portal-screenshots"
+    os.makedirs(shots, exist_ok=True)
+    receiver = ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
+    threading.Thread(target=receiver.serve_forever, daemon=True).start()
+    receiver_base = f"http://127.0.0.1:{receiver.server_address[1]}"
+    with tempfile.TemporaryDirectory() as workdir:
+        proc, api = start_server(workdir)
+        try:
+            run(shots, api, receiver_base)
+        except Exception:
+            print(open(os.path.join(workdir, "serve.log")).read()[-4000:], file=sys.stderr)
+            raise
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)
+    print(f"portal browser test passed; screenshots in {shots}")
+
+
+if __name__ == "__main__":
+    main()
