@@ -239,7 +239,7 @@ def run(shots, api, receiver_base):
             assert ro.locator(f"button:text('{label}')").count() == 0, f"read-only shows {label}"
         status = ro.evaluate("""async (tenant) => {
             const token = sessionStorage.getItem('hooklane.session');
-            const r = await fetch(`/v1/tenants/${tenant}/subscriptions`, {method: 'POST',
+            const r = await fetch(`/portal/api/v1/tenants/${tenant}/subscriptions`, {method: 'POST',
               headers: {authorization: `Bearer ${token}`, 'content-type': 'application/json'},
               body: JSON.stringify({url: 'https://example.com/x', event_types: ['*']})});
             return r.status;

@@ -341,7 +341,33 @@ async fn a_session_reaches_its_tenant_until_it_expires_and_not_when_tampered(bac
     }
 }
 
+async fn the_portal_prefix_takes_tenant_credentials_only(backend: Backend) {
+    let server = start(backend).await;
+    let (_, text) = key(&server, "a", false).await;
+    let (own, portal) = (
+        "/v1/tenants/a/subscriptions",
+        "/portal/api/v1/tenants/a/subscriptions",
+    );
+    assert_eq!(server.call("GET", own, None).await.0, 200);
+    assert_eq!(
+        server.call("GET", portal, None).await.0,
+        401,
+        "the operator token"
+    );
+    assert_eq!(server.call_as(&text, "GET", portal, None).await.0, 200);
+    let body = json!({"url": "https://example.com/p", "event_types": ["*"]});
+    assert_eq!(
+        server.call_as(&text, "POST", portal, Some(body)).await.0,
+        201
+    );
+    let other = "/portal/api/v1/tenants/b/subscriptions";
+    assert_eq!(server.call_as(&text, "GET", other, None).await.0, 404);
+    let keys = "/portal/api/v1/tenants/a/api-keys";
+    assert_eq!(server.call_as(&text, "GET", keys, None).await.0, 403);
+}
+
 on_both_backends!(
+    the_portal_prefix_takes_tenant_credentials_only,
     a_tenant_key_reaches_its_own_tenant_only,
     a_read_only_key_or_session_answers_403_to_every_write,
     a_revoked_key_answers_401_from_the_next_request,

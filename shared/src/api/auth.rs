@@ -2,6 +2,13 @@
 //! (or, on AWS, the gateway's IAM or JWT check), a tenant key, or a portal
 //! session, resolved once per request and checked against the route's
 //! tenant and kind before any handler runs.
+//!
+//! Every tenant route is also served under [`PORTAL_API`], for tenant
+//! credentials only: the operator's token (or the gateway's word) is not
+//! taken there. On AWS the gateway passes that prefix to the function
+//! without its own check (IAM or JWT could not carry a hooklane key), so
+//! the portal and tenant keys reach the deployed API through it; the
+//! function checks the credential itself.
 
 use axum::extract::{Request, State};
 use axum::http::{header, Method};
@@ -14,6 +21,9 @@ use super::{AppState, Auth};
 use crate::access::{Principal, RouteKind, Verdict, KEY_PREFIX, SESSION_PREFIX};
 use crate::domain::TenantId;
 
+/// The prefix of the tenant routes that take tenant credentials only.
+pub const PORTAL_API: &str = "/portal/api";
+
 /// The bearer token a request presents, if any.
 fn bearer(req: &Request) -> &str {
     req.headers()
@@ -23,12 +33,20 @@ fn bearer(req: &Request) -> &str {
         .unwrap_or("")
 }
 
-/// Who the request speaks for; `None` answers 401.
-async fn principal(state: &AppState, presented: &str) -> Result<Option<Principal>, ApiError> {
+/// Who the request speaks for; `None` answers 401. Under [`PORTAL_API`]
+/// only a tenant credential speaks.
+async fn principal(
+    state: &AppState,
+    presented: &str,
+    portal_api: bool,
+) -> Result<Option<Principal>, ApiError> {
     let tenant_credential =
         presented.starts_with(KEY_PREFIX) || presented.starts_with(SESSION_PREFIX);
     if tenant_credential {
         return Ok(state.engine.principal_of(presented).await?);
+    }
+    if portal_api {
+        return Ok(None);
     }
     Ok(match &state.auth {
         // API Gateway let the request through: it is the operator's.
@@ -65,12 +83,17 @@ pub(super) async fn authenticate(
     mut req: Request,
     next: Next,
 ) -> Response {
-    let who = match principal(&state, bearer(&req)).await {
+    let path = req.uri().path();
+    let (path, portal_api) = match path.strip_prefix(PORTAL_API) {
+        Some(rest) => (rest.to_owned(), true),
+        None => (path.to_owned(), false),
+    };
+    let who = match principal(&state, bearer(&req), portal_api).await {
         Ok(Some(who)) => who,
         Ok(None) => return ApiError::unauthorized().into_response(),
         Err(e) => return e.into_response(),
     };
-    let verdict = match (&who, route_of(req.method(), req.uri().path())) {
+    let verdict = match (&who, route_of(req.method(), &path)) {
         (Principal::Operator, _) => Verdict::Allowed,
         // Outside a tenant (metrics): the operator's only.
         (_, None) => Verdict::Forbidden,
@@ -84,5 +107,61 @@ pub(super) async fn authenticate(
         }
         Verdict::Elsewhere => ApiError::not_found("route").into_response(),
         Verdict::Forbidden => ApiError::forbidden().into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use axum::body::Body;
+    use axum::http::Request;
+    use tower::ServiceExt as _;
+
+    use super::super::{router, AppState, Auth};
+    use crate::config::Config;
+    use crate::engine::{Engine, Outside, Ports};
+    use crate::ports::{NoNotifier, NoWakeup};
+    use crate::sqlite::SqliteStore;
+
+    async fn status(app: &axum::Router, path: &str, bearer: Option<&str>) -> u16 {
+        let mut req = Request::get(path);
+        if let Some(b) = bearer {
+            req = req.header("authorization", format!("Bearer {b}"));
+        }
+        let res = app.clone().oneshot(req.body(Body::empty()).unwrap()).await;
+        res.unwrap().status().as_u16()
+    }
+
+    /// Behind the gateway (AWS), a request the gateway let through speaks
+    /// for the operator on the API's own paths, and for nobody under the
+    /// portal's prefix, which the gateway passes unchecked.
+    #[tokio::test]
+    async fn behind_the_gateway_the_portal_prefix_takes_tenant_credentials_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("t.db")).unwrap();
+        let (wake, note) = (Arc::new(NoWakeup), Arc::new(NoNotifier));
+        let ports = Ports::build(store, &Config::default(), Outside::default(), wake, note);
+        let engine = Engine::new(ports.unwrap(), Config::default());
+        let tenant = crate::domain::TenantId::parse("a").unwrap();
+        let (_, key) = engine.create_key(&tenant, "k".into(), true).await.unwrap();
+        let app = router(AppState {
+            engine,
+            auth: Auth::Gateway,
+        });
+        let (own, portal) = (
+            "/v1/tenants/a/subscriptions",
+            "/portal/api/v1/tenants/a/subscriptions",
+        );
+        assert_eq!(status(&app, own, None).await, 200);
+        assert_eq!(status(&app, portal, None).await, 401);
+        assert_eq!(status(&app, portal, Some("anything")).await, 401);
+        assert_eq!(status(&app, portal, Some("hlk_not-a-key")).await, 401);
+        assert_eq!(status(&app, portal, Some(&key)).await, 200);
+        assert_eq!(
+            status(&app, "/portal/api/v1/tenants/b/subscriptions", Some(&key)).await,
+            404
+        );
+        assert_eq!(status(&app, "/portal/api/metrics", Some(&key)).await, 404);
     }
 }

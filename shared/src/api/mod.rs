@@ -195,7 +195,9 @@ pub fn router(state: AppState) -> Router {
         .route("/api-keys/{id}", delete(access::revoke_key))
         .route("/portal-sessions", post(access::create_session));
     let authed = Router::new()
-        .nest("/v1/tenants/{tenant}", tenant_routes)
+        .nest("/v1/tenants/{tenant}", tenant_routes.clone())
+        // The same routes for tenant credentials only (`auth::PORTAL_API`).
+        .nest("/portal/api/v1/tenants/{tenant}", tenant_routes)
         .route("/metrics", get(metrics))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),

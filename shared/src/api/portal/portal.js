@@ -82,7 +82,9 @@ function expired() {
 
 async function api(method, path, body) {
   if (expired()) throw new Error("session expired");
-  const res = await fetch(`/v1/tenants/${encodeURIComponent(state.tenant)}${path}`, {
+  // The tenant routes for tenant credentials only (on AWS, the ones the
+  // gateway passes to the function unchecked).
+  const res = await fetch(`/portal/api/v1/tenants/${encodeURIComponent(state.tenant)}${path}`, {
     method,
     headers: Object.assign({ authorization: `Bearer ${state.token}` }, body ? { "content-type": "application/json" } : {}),
     body: body ? JSON.stringify(body) : undefined,
