@@ -1410,6 +1410,7 @@ fn attempt_of(
         tenant: d.tenant.clone(),
         subscription_id: d.subscription_id.clone(),
         event_id: d.event_id.clone(),
+        event_type: None,
         attempt: d.attempts + 1,
         started_at: at,
         duration_ms: 3,

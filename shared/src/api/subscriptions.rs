@@ -328,6 +328,7 @@ pub(super) async fn attempts(
             json!({
                 "id": a.id.as_str(),
                 "event_id": a.event_id.as_str(),
+                "event_type": a.event_type.as_ref().map(|t| t.as_str()),
                 "attempt": a.attempt,
                 "started_at": rfc3339(a.started_at),
                 "duration_ms": a.duration_ms,

@@ -101,6 +101,7 @@ pub(crate) fn attempt(d: &Delivery, n: u32, outcome: &str, status: Option<u16>) 
         tenant: d.tenant.clone(),
         subscription_id: d.subscription_id.clone(),
         event_id: d.event_id.clone(),
+        event_type: Some(d.event_type.clone()),
         attempt: n,
         started_at: OffsetDateTime::now_utc(),
         duration_ms: 3,

@@ -223,6 +223,9 @@ pub struct Attempt {
     pub subscription_id: SubscriptionId,
     /// The event.
     pub event_id: EventId,
+    /// The event's type (`None` in entries written before the log kept
+    /// it, and for re-enable probes).
+    pub event_type: Option<EventType>,
     /// 1-based attempt number.
     pub attempt: u32,
     /// When it started.

@@ -388,6 +388,7 @@ fn logged(
         tenant: d.tenant.clone(),
         subscription_id: d.subscription_id.clone(),
         event_id: d.event_id.clone(),
+        event_type: Some(d.event_type.clone()),
         attempt: attempt_no,
         started_at,
         duration_ms: report.elapsed.as_millis() as u64,

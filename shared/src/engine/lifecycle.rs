@@ -202,6 +202,7 @@ impl Engine {
                 tenant: sub.tenant.clone(),
                 subscription_id: sub.id.clone(),
                 event_id: EventId::parse(&probe_id).map_err(|e| StoreError::backend(e.0))?,
+                event_type: None,
                 attempt: 1,
                 started_at: now,
                 duration_ms: report.elapsed.as_millis() as u64,

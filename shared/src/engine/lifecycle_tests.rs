@@ -87,6 +87,7 @@ fn attempt(sub: &Subscription, now: OffsetDateTime) -> Attempt {
         tenant: sub.tenant.clone(),
         subscription_id: sub.id.clone(),
         event_id: EventId::generate(),
+        event_type: None,
         attempt: 1,
         started_at: now,
         duration_ms: 1000,

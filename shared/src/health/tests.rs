@@ -10,6 +10,7 @@ fn attempt(at: OffsetDateTime, status: Option<u16>) -> Attempt {
         tenant: TenantId::parse("t").unwrap(),
         subscription_id: SubscriptionId::generate(),
         event_id: EventId::generate(),
+        event_type: None,
         attempt: 1,
         started_at: at,
         duration_ms: 1,

@@ -4,15 +4,15 @@ use async_trait::async_trait;
 use rusqlite::{params, Connection};
 
 use super::{corrupt, from_ms, ms, readable, SqliteStore};
-use crate::domain::{Attempt, AttemptId, EventId, SubscriptionId, TenantId};
+use crate::domain::{Attempt, AttemptId, EventId, EventType, SubscriptionId, TenantId};
 use crate::ports::{AttemptLog, StoreResult};
 
 /// Appends one attempt (inside the caller's write).
 pub(super) fn insert(conn: &Connection, a: &Attempt) -> rusqlite::Result<()> {
     conn.prepare_cached(
         "INSERT INTO attempts (id, tenant, subscription_id, event_id, attempt, started_at, \
-         duration_ms, status_code, outcome, error, response_excerpt) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+         duration_ms, status_code, outcome, error, response_excerpt, event_type) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
     )?
     .execute(params![
         a.id.as_str(),
@@ -25,7 +25,8 @@ pub(super) fn insert(conn: &Connection, a: &Attempt) -> rusqlite::Result<()> {
         a.status_code,
         a.outcome,
         a.error,
-        a.response_excerpt
+        a.response_excerpt,
+        a.event_type.as_ref().map(|t| t.as_str())
     ])
     .map(|_| ())
 }
@@ -48,7 +49,7 @@ impl AttemptLog for SqliteStore {
         self.read(move |conn| {
             conn.prepare_cached(
                 "SELECT seq, id, tenant, subscription_id, event_id, attempt, started_at, duration_ms, \
-                 status_code, outcome, error, response_excerpt FROM attempts \
+                 status_code, outcome, error, response_excerpt, event_type FROM attempts \
                  WHERE tenant = ?1 AND subscription_id = ?2 AND seq < ?3 ORDER BY seq DESC LIMIT ?4",
             )?
             .query_map(
@@ -70,6 +71,10 @@ fn attempt_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(i64, Attempt)> {
             subscription_id: SubscriptionId::parse(&r.get::<_, String>(3)?)
                 .map_err(|_| corrupt("subscription id"))?,
             event_id: EventId::parse(&r.get::<_, String>(4)?).map_err(|_| corrupt("event id"))?,
+            event_type: r
+                .get::<_, Option<String>>(12)?
+                .map(|t| EventType::parse(&t).map_err(|_| corrupt("event type")))
+                .transpose()?,
             attempt: r.get(5)?,
             started_at: from_ms(r.get(6)?),
             duration_ms: r.get::<_, i64>(7)? as u64,

@@ -123,6 +123,8 @@ const ADDED: &[(&str, &str, &str)] = &[
     // older pending deliveries of its key on other lanes (G5).
     ("deliveries", "lane_no", "INTEGER NOT NULL DEFAULT 0"),
     ("deliveries", "key_hash", "INTEGER"),
+    // The event's type in the attempt log (NULL in older entries).
+    ("attempts", "event_type", "TEXT"),
 ];
 
 /// Indexes over the added columns.

@@ -4,7 +4,7 @@
 //! outcome when it was delivered ([`super::first_attempt`]).
 
 use async_trait::async_trait;
-use hooklane_core::domain::{Attempt, AttemptId, EventId, SubscriptionId, TenantId};
+use hooklane_core::domain::{Attempt, AttemptId, EventId, EventType, SubscriptionId, TenantId};
 use hooklane_core::ports::{AttemptLog, StoreError, StoreResult};
 use hooklane_core::record::{from_ms, ms};
 
@@ -38,6 +38,9 @@ fn from_item(item: &Item) -> StoreResult<(i64, Attempt)> {
             subscription_id: SubscriptionId::parse(text("subscription_id")?)
                 .map_err(|_| corrupt("subscription id"))?,
             event_id: EventId::parse(text("event_id")?).map_err(|_| corrupt("event id"))?,
+            event_type: get_s(item, "event_type")
+                .map(|t| EventType::parse(t).map_err(|_| corrupt("event type")))
+                .transpose()?,
             attempt: required_n(item, "attempt")? as u32,
             started_at: from_ms(required_n(item, "started_at")?),
             duration_ms: required_n(item, "duration_ms")? as u64,
@@ -87,6 +90,9 @@ impl AwsAttemptLog {
         }
         if let Some(x) = &a.response_excerpt {
             req = req.item("response_excerpt", string_attr(x.clone()));
+        }
+        if let Some(t) = &a.event_type {
+            req = req.item("event_type", string_attr(t.as_str()));
         }
         req
     }

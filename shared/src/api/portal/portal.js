@@ -193,7 +193,7 @@ function chart(attempts) {
 function attemptRows(items) {
   return items.map((a) => el("tr", {},
     el("td", {}, when(a.started_at)),
-    el("td", {}, el("a", { href: `#/events/${encodeURIComponent(a.event_id)}` }, a.event_id)),
+    el("td", {}, el("a", { href: `#/events/${encodeURIComponent(a.event_id)}` }, a.event_type || a.event_id)),
     el("td", {}, String(a.attempt)),
     el("td", { class: a.outcome === "delivered" ? "ok" : "bad" }, `${a.outcome}${a.status_code ? ` ${a.status_code}` : ""}`),
     el("td", { class: "wide" }, `${a.duration_ms} ms`),
