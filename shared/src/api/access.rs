@@ -106,6 +106,12 @@ pub(super) async fn create_session(
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let tenant = input::tenant(&tenant)?;
     let bytes = body::bytes(body)?;
+    // The body is optional: none is `{}`.
+    let bytes = if bytes.is_empty() {
+        Bytes::from_static(b"{}")
+    } else {
+        bytes
+    };
     let body = body::object(&bytes, &CREATE_SESSION)?;
     let read_only = body.boolean("read_only")?.unwrap_or(false);
     let secs = body.integer("expires_in")?.unwrap_or(DEFAULT_SESSION_SECS);

@@ -185,7 +185,11 @@ pub async fn deliveries_lease_finish_park_and_replay(h: &dyn Harness) {
     let listed = log.list(&t, &sub.id, None, 10).await.expect("attempts");
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].1.status_code, Some(410));
-    assert_eq!(listed[0].1.event_type, Some(d.event_type.clone()), "the log keeps the type");
+    assert_eq!(
+        listed[0].1.event_type,
+        Some(d.event_type.clone()),
+        "the log keeps the type"
+    );
 }
 
 /// Deleting a subscription hides it from the read every attempt starts
