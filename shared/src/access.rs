@@ -10,8 +10,10 @@
 //!   JSON) names the tenant, the read-only flag and the expiry, the MAC is
 //!   HMAC-SHA256 under the portal key (`HOOKLANE_PORTAL_KEY`, or one
 //!   generated once and kept in the store), so any process of a deployment
-//!   checks it without a read, and it ends at its expiry. Sessions are not
-//!   revoked one by one: changing the portal key ends them all.
+//!   checks it without a read, and it ends at its expiry. A session a
+//!   tenant key minted names that key and ends with it (one read per
+//!   request checks the key is still there); one the operator minted is
+//!   not revoked by itself: configuring another portal key ends them all.
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
@@ -46,6 +48,8 @@ pub enum Principal {
         read_only: bool,
         /// Whether it is a portal session (which cannot mint sessions).
         session: bool,
+        /// The tenant key it is, or that minted the session.
+        key: Option<KeyId>,
     },
 }
 
@@ -63,9 +67,9 @@ pub enum Verdict {
 /// The part of a tenant's routes a request is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RouteKind {
-    /// A read (`GET`, `HEAD`).
+    /// A read (`GET`, `HEAD`), but for revealing a secret.
     Read,
-    /// A write (every other method).
+    /// A write (every other method), and revealing a secret.
     Write,
     /// The api-keys routes (operator only).
     Keys,
@@ -80,6 +84,7 @@ impl Principal {
             tenant: own,
             read_only,
             session,
+            ..
         } = self
         else {
             return Verdict::Allowed;
@@ -148,6 +153,9 @@ pub struct Session {
     /// When it ends (unix seconds).
     #[serde(rename = "exp")]
     pub expires: i64,
+    /// The tenant key that minted it, when one did: it ends with the key.
+    #[serde(rename = "k", default, skip_serializing_if = "Option::is_none")]
+    pub minted_by: Option<String>,
 }
 
 /// Why a session token was refused.
@@ -209,6 +217,7 @@ mod tests {
             tenant: a.clone(),
             read_only,
             session,
+            key: None,
         };
         use RouteKind::*;
         use Verdict::*;
@@ -253,6 +262,7 @@ mod tests {
             tenant: "a".into(),
             read_only: true,
             expires: now.unix_timestamp() + 60,
+            minted_by: None,
         };
         let token = sign_session(&key, &session);
         assert_eq!(verify_session(&key, &token, now), Ok(session.clone()));

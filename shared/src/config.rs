@@ -73,7 +73,7 @@ pub struct Config {
     /// Whether logs are JSON lines ([`log_json`]).
     pub log_json: bool,
     /// The key portal sessions are signed with (`HOOKLANE_PORTAL_KEY`, at
-    /// least 32 characters); unset, one is generated and kept in the store.
+    /// least 32 bytes); unset, one is generated and kept in the store.
     pub portal_key: Option<Vec<u8>>,
     /// Where the API is reached from outside (`HOOKLANE_PUBLIC_URL`), the
     /// base of portal links; unset, the request's `Host`.
@@ -286,7 +286,7 @@ impl Config {
     fn read_access(&mut self, get: &impl Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
         if let Some(v) = get("HOOKLANE_PORTAL_KEY").filter(|v| !v.is_empty()) {
             if v.len() < 32 {
-                return Err(bad("HOOKLANE_PORTAL_KEY", "use at least 32 characters"));
+                return Err(bad("HOOKLANE_PORTAL_KEY", "use at least 32 bytes"));
             }
             self.portal_key = Some(v.into_bytes());
         }
@@ -294,7 +294,8 @@ impl Config {
             let url = url::Url::parse(v.trim())
                 .ok()
                 .filter(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some())
-                .ok_or_else(|| bad("HOOKLANE_PUBLIC_URL", "an http or https URL"))?;
+                .filter(|u| u.query().is_none() && u.fragment().is_none())
+                .ok_or_else(|| bad("HOOKLANE_PUBLIC_URL", "an http or https URL without query"))?;
             self.public_url = Some(url.as_str().trim_end_matches('/').to_owned());
         }
         if let Some(v) = get("HOOKLANE_PORTAL_FRAME_ANCESTORS").filter(|v| !v.trim().is_empty()) {

@@ -314,6 +314,7 @@ async fn a_session_reaches_its_tenant_until_it_expires_and_not_when_tampered(bac
                 tenant: tenant.into(),
                 read_only: false,
                 expires,
+                minted_by: None,
             },
         )
     };
@@ -366,7 +367,31 @@ async fn the_portal_prefix_takes_tenant_credentials_only(backend: Backend) {
     assert_eq!(server.call_as(&text, "GET", keys, None).await.0, 403);
 }
 
+async fn a_session_a_key_minted_ends_with_the_key(backend: Backend) {
+    let server = start(backend).await;
+    let (id, text) = key(&server, "a", false).await;
+    let (status, minted) = server
+        .call_as(&text, "POST", "/v1/tenants/a/portal-sessions", None)
+        .await;
+    assert_eq!(status, 201, "{minted}");
+    let session = session_token(&minted);
+    let by_operator = server
+        .call("POST", "/v1/tenants/a/portal-sessions", Some(json!({})))
+        .await;
+    let operator_minted = session_token(&by_operator.1);
+    let subs = "/v1/tenants/a/subscriptions";
+    assert_eq!(server.call_as(&session, "GET", subs, None).await.0, 200);
+    let revoke = format!("/v1/tenants/a/api-keys/{id}");
+    assert_eq!(server.call("DELETE", &revoke, None).await.0, 204);
+    assert_eq!(server.call_as(&session, "GET", subs, None).await.0, 401);
+    assert_eq!(
+        server.call_as(&operator_minted, "GET", subs, None).await.0,
+        200
+    );
+}
+
 on_both_backends!(
+    a_session_a_key_minted_ends_with_the_key,
     the_portal_prefix_takes_tenant_credentials_only,
     a_tenant_key_reaches_its_own_tenant_only,
     a_read_only_key_or_session_answers_403_to_every_write,

@@ -7,14 +7,14 @@ use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, StatusCode};
-use axum::Json;
+use axum::{Extension, Json};
 use serde_json::{json, Value};
 
 use super::body::{self, Fields};
 use super::error::ApiError;
 use super::input::{self, rfc3339};
 use super::AppState;
-use crate::access::{ApiKey, DEFAULT_SESSION_SECS, SESSION_SECS};
+use crate::access::{ApiKey, Principal, DEFAULT_SESSION_SECS, SESSION_SECS};
 use crate::domain::KeyId;
 
 /// The members of a new key.
@@ -45,7 +45,7 @@ pub(super) async fn create_key(
     State(state): State<AppState>,
     Path(tenant): Path<String>,
     body: Result<Bytes, BytesRejection>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, super::Secret), ApiError> {
     let tenant = input::tenant(&tenant)?;
     let bytes = body::bytes(body)?;
     let body = body::object(&bytes, &CREATE_KEY)?;
@@ -60,7 +60,7 @@ pub(super) async fn create_key(
     let (key, text) = state.engine.create_key(&tenant, name, read_only).await?;
     let mut shown = shown(&key);
     shown["key"] = json!(text);
-    Ok((StatusCode::CREATED, Json(shown)))
+    Ok((StatusCode::CREATED, super::no_store(shown)))
 }
 
 pub(super) async fn list_keys(
@@ -100,10 +100,11 @@ fn portal_base(state: &AppState, headers: &HeaderMap) -> String {
 
 pub(super) async fn create_session(
     State(state): State<AppState>,
+    Extension(who): Extension<Principal>,
     Path(tenant): Path<String>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, super::Secret), ApiError> {
     let tenant = input::tenant(&tenant)?;
     let bytes = body::bytes(body)?;
     // The body is optional: none is `{}`.
@@ -124,10 +125,15 @@ pub(super) async fn create_session(
             ),
         ));
     }
-    let (token, expires_at) = state.engine.mint_session(&tenant, read_only, secs).await?;
+    let minted_by = match &who {
+        Principal::Tenant { key, .. } => key.as_ref(),
+        Principal::Operator => None,
+    };
+    let (token, expires_at) = state
+        .engine
+        .mint_session(&tenant, (read_only, secs), minted_by)
+        .await?;
     let url = format!("{}/portal/#session={token}", portal_base(&state, &headers));
-    Ok((
-        StatusCode::CREATED,
-        Json(json!({ "url": url, "expires_at": rfc3339(expires_at) })),
-    ))
+    let minted = json!({ "url": url, "expires_at": rfc3339(expires_at) });
+    Ok((StatusCode::CREATED, super::no_store(minted)))
 }

@@ -63,11 +63,12 @@ async fn principal(
 fn route_of(method: &Method, path: &str) -> Option<(Option<TenantId>, RouteKind)> {
     let rest = path.strip_prefix("/v1/tenants/")?;
     let (tenant, rest) = rest.split_once('/').unwrap_or((rest, ""));
-    let kind = match rest.split('/').next() {
-        Some("api-keys") => RouteKind::Keys,
-        Some("portal-sessions") => RouteKind::Sessions,
+    let segments: Vec<&str> = rest.split('/').collect();
+    let kind = match segments.as_slice() {
+        ["api-keys", ..] => RouteKind::Keys,
+        ["portal-sessions", ..] => RouteKind::Sessions,
         // Revealing a signing secret is for credentials that may write.
-        _ if rest.ends_with("/secret") => RouteKind::Write,
+        ["subscriptions", _, "secret"] => RouteKind::Write,
         _ if matches!(*method, Method::GET | Method::HEAD) => RouteKind::Read,
         _ => RouteKind::Write,
     };
@@ -76,8 +77,8 @@ fn route_of(method: &Method, path: &str) -> Option<(Option<TenantId>, RouteKind)
 
 /// Refuses a request that presents no credential it may use here: 401
 /// without one, 404 for another tenant's routes, 403 for what its own
-/// tenant's credential may not do. The principal goes on in the request's
-/// extensions.
+/// tenant's credential may not do. The principal goes on in the
+/// request's extensions.
 pub(super) async fn authenticate(
     State(state): State<AppState>,
     mut req: Request,
@@ -102,6 +103,8 @@ pub(super) async fn authenticate(
     };
     match verdict {
         Verdict::Allowed => {
+            // For the handlers that depend on who asks (a session minted
+            // by a key names it).
             req.extensions_mut().insert(who);
             next.run(req).await
         }

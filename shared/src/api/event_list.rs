@@ -45,7 +45,11 @@ pub(super) async fn list(
         .transpose()?;
     let now = state.engine.ports.clock.now();
     let until = time_param(page.params.get("until"), "until")?.unwrap_or(now);
-    let since = time_param(page.params.get("since"), "since")?.unwrap_or(now - ARCHIVE);
+    // Nothing older than the archive's life is shown, even where the
+    // store has not deleted it yet.
+    let since = time_param(page.params.get("since"), "since")?
+        .unwrap_or(now - ARCHIVE)
+        .max(now - ARCHIVE);
     let before = match page.cursor {
         Some(Cursor::Event(p)) => Some(p),
         _ => None,

@@ -131,6 +131,8 @@ fn decode_cursor(raw: &str, kind: CursorKind) -> Result<Cursor, ApiError> {
             let at = Some(at)
                 .filter(|a| (1..=15).contains(&a.len()) && a.bytes().all(|b| b.is_ascii_digit()))
                 .and_then(|a| a.parse::<i64>().ok())
+                // A time this API gave out: year 9999 at the latest.
+                .filter(|a| *a <= 253_402_300_799_999)
                 .ok_or_else(bad)?;
             let id_chars = |b: u8| b.is_ascii_alphanumeric() || b"_.:-".contains(&b);
             let fits = raw.chars().count() <= 144 && !id.is_empty() && id != "." && id != "..";

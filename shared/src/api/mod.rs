@@ -215,6 +215,17 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
+/// A JSON answer that carries a secret, a key or a session: never cached.
+pub(crate) type Secret = (
+    [(header::HeaderName, &'static str); 1],
+    axum::Json<serde_json::Value>,
+);
+
+/// Wraps a JSON answer that carries a secret, a key or a session.
+pub(crate) fn no_store(body: serde_json::Value) -> Secret {
+    ([(header::CACHE_CONTROL, "no-store")], axum::Json(body))
+}
+
 async fn openapi() -> Response {
     ([(header::CONTENT_TYPE, "application/json")], OPENAPI).into_response()
 }

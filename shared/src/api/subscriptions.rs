@@ -280,12 +280,12 @@ pub(super) async fn delete(
 pub(super) async fn rotate_secret(
     State(state): State<AppState>,
     Path((tenant, id)): Path<(String, String)>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<super::Secret, ApiError> {
     let mut sub = load(&state, &tenant, &id).await?;
     if !state.engine.rotate_secret(&mut sub).await? {
         return Err(ApiError::not_found("subscription").field("id"));
     }
-    Ok(Json(json!({ "secret": sub.secret.expose() })))
+    Ok(super::no_store(json!({ "secret": sub.secret.expose() })))
 }
 
 /// The current signing secret (a write-class route: a read-only
@@ -293,9 +293,9 @@ pub(super) async fn rotate_secret(
 pub(super) async fn secret(
     State(state): State<AppState>,
     Path((tenant, id)): Path<(String, String)>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<super::Secret, ApiError> {
     let sub = load(&state, &tenant, &id).await?;
-    Ok(Json(json!({ "secret": sub.secret.expose() })))
+    Ok(super::no_store(json!({ "secret": sub.secret.expose() })))
 }
 
 pub(super) async fn enable(

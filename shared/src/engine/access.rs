@@ -24,18 +24,30 @@ impl Engine {
                 tenant: k.tenant,
                 read_only: k.read_only,
                 session: false,
+                key: Some(k.id),
             }));
         }
         if bearer.starts_with(access::SESSION_PREFIX) {
             let key = self.portal_key().await?;
             let now = self.ports.clock.now();
-            let session = verify_session(&key, bearer, now).ok();
-            return Ok(session.and_then(|s| {
-                Some(Principal::Tenant {
-                    tenant: TenantId::parse(&s.tenant).ok()?,
-                    read_only: s.read_only,
-                    session: true,
-                })
+            let Ok(session) = verify_session(&key, bearer, now) else {
+                return Ok(None);
+            };
+            let Ok(tenant) = TenantId::parse(&session.tenant) else {
+                return Ok(None);
+            };
+            // A session a key minted ends with that key.
+            let minted_by = session.minted_by.as_deref().map(KeyId::parse);
+            let key = match minted_by {
+                None => None,
+                Some(Ok(id)) if self.ports.access.has_key(&tenant, &id).await? => Some(id),
+                Some(_) => return Ok(None),
+            };
+            return Ok(Some(Principal::Tenant {
+                tenant,
+                read_only: session.read_only,
+                session: true,
+                key,
             }));
         }
         Ok(None)
@@ -70,18 +82,20 @@ impl Engine {
         self.ports.access.revoke_key(tenant, id).await
     }
 
-    /// A portal session token for `tenant` lasting `secs`, and its end.
+    /// A portal session token for `tenant` lasting `secs`, and its end;
+    /// minted by a tenant key, it ends with that key.
     pub async fn mint_session(
         &self,
         tenant: &TenantId,
-        read_only: bool,
-        secs: i64,
+        (read_only, secs): (bool, i64),
+        minted_by: Option<&KeyId>,
     ) -> StoreResult<(String, OffsetDateTime)> {
         let expires_at = self.ports.clock.now() + time::Duration::seconds(secs);
         let session = Session {
             tenant: tenant.as_str().to_owned(),
             read_only,
             expires: expires_at.unix_timestamp(),
+            minted_by: minted_by.map(|k| k.as_str().to_owned()),
         };
         Ok((
             sign_session(&self.portal_key().await?, &session),

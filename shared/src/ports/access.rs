@@ -20,6 +20,8 @@ pub trait Access: Send + Sync {
     /// The key stored under `hash`, read strongly consistent (a revoked
     /// key is refused from the next request).
     async fn key_by_hash(&self, hash: &str) -> StoreResult<Option<ApiKey>>;
+    /// Whether the tenant still has this key, read strongly consistent.
+    async fn has_key(&self, tenant: &TenantId, id: &KeyId) -> StoreResult<bool>;
     /// The portal key: the one stored, or `candidate` stored now when there
     /// is none (every process of a deployment ends up with the same).
     async fn portal_key(&self, candidate: &[u8]) -> StoreResult<Vec<u8>>;

@@ -75,6 +75,17 @@ impl Access for SqliteStore {
         .await
     }
 
+    async fn has_key(&self, tenant: &TenantId, id: &KeyId) -> StoreResult<bool> {
+        let (tenant, id) = (tenant.clone(), id.clone());
+        self.read(move |conn| {
+            conn.prepare_cached(
+                "SELECT EXISTS (SELECT 1 FROM api_keys WHERE tenant = ?1 AND id = ?2)",
+            )?
+            .query_row(params![tenant.as_str(), id.as_str()], |r| r.get(0))
+        })
+        .await
+    }
+
     async fn portal_key(&self, candidate: &[u8]) -> StoreResult<Vec<u8>> {
         let candidate = candidate.to_vec();
         self.write(move |conn| {

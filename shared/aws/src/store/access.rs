@@ -42,7 +42,10 @@ fn key_of_item(item: &Item) -> StoreResult<ApiKey> {
         id: KeyId::parse(text("id")?).map_err(|_| corrupt("key id"))?,
         tenant: TenantId::parse(text("tenant")?).map_err(|_| corrupt("tenant"))?,
         name: text("name")?.to_owned(),
-        read_only: matches!(item.get("read_only"), Some(AttributeValue::Bool(true))),
+        read_only: match item.get("read_only") {
+            Some(AttributeValue::Bool(b)) => *b,
+            _ => return Err(corrupt("tenant key")),
+        },
         created_at: from_ms(get_n(item, "created_at").ok_or_else(|| corrupt("tenant key"))?),
     })
 }
@@ -122,6 +125,11 @@ impl Access for AwsAccess {
             Some(item) => key_of_item(&item).map(Some),
             None => Ok(None),
         }
+    }
+
+    async fn has_key(&self, tenant: &TenantId, id: &KeyId) -> StoreResult<bool> {
+        let listed = self.get_consistent(tenant_pk(tenant), key_sk(id)).await?;
+        Ok(listed.is_some())
     }
 
     async fn portal_key(&self, candidate: &[u8]) -> StoreResult<Vec<u8>> {

@@ -15,6 +15,9 @@
 //! - rate limit: `R#{subscription}`, `rate` (only rate-limited ones; TTL)
 //! - a tenant's lane counter and attempt slots: `T#{tenant}`, `Q#lanes`
 //!   and `Q#slots#{n}` ([`tenant_share`])
+//! - tenant key: `K#{hash of its text}`, `key` (what a request reads) and
+//!   `T#{tenant}`, `K#{id}` (the list); the portal key: `C#portal`, `key`
+//!   ([`access`])
 //!
 //! TTL deletion can be days late, so reads drop expired items in code.
 

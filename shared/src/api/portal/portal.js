@@ -331,8 +331,8 @@ async function deadLettersPage() {
 async function route() {
   if (expired()) return;
   const [path, query] = location.hash.slice(1).split("?");
-  const parts = path.split("/").filter(Boolean).map(decodeURIComponent);
   try {
+    const parts = path.split("/").filter(Boolean).map(decodeURIComponent);
     if (parts[0] === "endpoints" && parts[1]) await endpointPage(encodeURIComponent(parts[1]));
     else if (parts[0] === "events" && parts[1]) await eventPage(parts[1]);
     else if (parts[0] === "events") await eventsPage(query || "");
