@@ -11,7 +11,7 @@ use crate::ports::{Accepted, End, Finish, StoreError};
 /// Subscriptions round-trip, are scoped to their tenant, and stay gone
 /// once deleted.
 pub async fn subscriptions_are_tenant_scoped_and_tombstoned(h: &dyn Harness) {
-    let store = h.ports().subscriptions;
+    let store = h.ports().store.subscriptions;
     let (a, b) = (tenant("a"), tenant("b"));
     let sub = subscription(&a, &["invoice.*"]);
     store.insert(&sub).await.expect("insert");
@@ -41,7 +41,7 @@ pub async fn subscriptions_are_tenant_scoped_and_tombstoned(h: &dyn Harness) {
 /// Matching finds exact, prefix and star filters of active subscriptions
 /// of the tenant only, page by page.
 pub async fn matching_respects_filters_tenants_and_pages(h: &dyn Harness) {
-    let store = h.ports().subscriptions;
+    let store = h.ports().store.subscriptions;
     let (a, b) = (tenant("a"), tenant("b"));
     let mut want = Vec::new();
     for f in ["invoice.paid", "invoice.*", "*"] {
@@ -68,7 +68,7 @@ pub async fn matching_respects_filters_tenants_and_pages(h: &dyn Harness) {
 
 /// The same event id within 24 h answers the original; later it conflicts.
 pub async fn accepting_is_idempotent_for_a_day(h: &dyn Harness) {
-    let events = h.ports().events;
+    let events = h.ports().store.events;
     let t = tenant("a");
     let now = OffsetDateTime::now_utc();
     let e = event(&t, "a.b", now);

@@ -14,29 +14,12 @@ use crate::ports::{
 use crate::rate::RateLimits;
 use crate::sender::HttpSender;
 
-/// The ports the engine works through.
+/// The ports the engine works through: the store's ([`StorePorts`],
+/// reached through `Deref`: `ports.subscriptions`) and the world's.
 #[derive(Clone)]
 pub struct Ports {
-    /// Subscriptions.
-    pub subscriptions: Arc<dyn SubscriptionStore>,
-    /// Suspension and re-enabling.
-    pub suspensions: Arc<dyn Suspensions>,
-    /// Event archive and fan-out intake.
-    pub events: Arc<dyn EventArchive>,
-    /// Delivery lanes.
-    pub lanes: Arc<dyn LaneQueue>,
-    /// Parked deliveries.
-    pub dead_letters: Arc<dyn DeadLetters>,
-    /// Delivery records by event.
-    pub views: Arc<dyn DeliveryViews>,
-    /// Backfills after re-enabling.
-    pub backfills: Arc<dyn Backfills>,
-    /// Attempt log.
-    pub attempts: Arc<dyn AttemptLog>,
-    /// Rate limits of rate-limited subscriptions.
-    pub rates: Arc<dyn RateLimits>,
-    /// Tenant keys and the portal key.
-    pub access: Arc<dyn Access>,
+    /// The store ports.
+    pub store: StorePorts,
     /// Time.
     pub clock: Arc<dyn Clock>,
     /// HTTP sender.
@@ -48,6 +31,20 @@ pub struct Ports {
     pub wakeup: Arc<dyn Wakeup>,
     /// Suspension notices beyond the operator webhook.
     pub notifier: Arc<dyn Notifier>,
+}
+
+impl std::ops::Deref for Ports {
+    type Target = StorePorts;
+
+    fn deref(&self) -> &StorePorts {
+        &self.store
+    }
+}
+
+impl std::ops::DerefMut for Ports {
+    fn deref_mut(&mut self) -> &mut StorePorts {
+        &mut self.store
+    }
 }
 
 /// The store ports of one backend, each its own object (an adapter may
@@ -165,18 +162,8 @@ impl Ports {
         notifier: Arc<dyn Notifier>,
     ) -> Result<Self, reqwest::Error> {
         let sender = HttpSender::new(config.egress, config.attempt_timeout, outside.dns.clone())?;
-        let store = store.store_ports();
         Ok(Self {
-            subscriptions: store.subscriptions,
-            suspensions: store.suspensions,
-            events: store.events,
-            lanes: store.lanes,
-            dead_letters: store.dead_letters,
-            views: store.views,
-            backfills: store.backfills,
-            attempts: store.attempts,
-            rates: store.rates,
-            access: store.access,
+            store: store.store_ports(),
             clock: outside.clock,
             sender: Arc::new(sender),
             dns: outside.dns,
