@@ -14,8 +14,8 @@
 #     (tests/fuzz/run.sh): any finding fails;
 #   - the tenant portal in a real browser: Chromium from Debian's packages
 #     (installed when missing) driven by Playwright from PyPI
-#     (tests/browser/portal_test.py), screenshots in
-#     target/portal-screenshots;
+#     (tests/browser/portal_test.py), on both backends, screenshots in
+#     target/portal-screenshots and target/portal-screenshots-aws;
 #   - the README's deploy build: `sam validate --lint` and
 #     `sam build --beta-features` in infra/ (cargo-lambda cross-compiles the
 #     four functions, the slow pool's from the delivery binary; no Docker),
@@ -86,10 +86,11 @@ echo "== schemathesis against serve's OpenAPI document"
 tests/fuzz/run.sh
 
 echo "== the tenant portal in Chromium (tests/browser/portal_test.py)"
-cargo build -p hooklane --locked
+cargo build -p hooklane --features aws --locked
 started=$(date +%s)
 .venv/bin/python tests/browser/portal_test.py target/portal-screenshots
-echo "browser test took $(( $(date +%s) - started )) s"
+.venv/bin/python tests/browser/portal_test.py target/portal-screenshots-aws aws
+echo "browser tests took $(( $(date +%s) - started )) s"
 
 echo "== sam validate --lint; sam build --beta-features (infra/)"
 export SAM_CLI_TELEMETRY=0

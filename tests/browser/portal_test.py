@@ -10,7 +10,11 @@ an expired session says so and stops, and that a receiver's response
 holding `<script>` and `<img onerror>` shows as text and nothing runs.
 A screenshot of each page goes to the folder given as the first argument.
 
-Usage: python tests/browser/portal_test.py SCREENSHOT_DIR
+Usage: python tests/browser/portal_test.py SCREENSHOT_DIR [aws]
+
+With `aws`, `serve --backend aws` runs over the local AWS-compatible server
+named in HOOKLANE_TEST_AWS_ENDPOINT (tests/run.sh starts it), with
+resources of its own.
 """
 
 import base64
@@ -109,9 +113,16 @@ def expired_link(base, tenant):
     return f"{base}/portal/#session=hlp_{p}.{tag}"
 
 
-def start_server(workdir):
+def start_server(workdir, backend):
     port = free_port()
     env = dict(os.environ)
+    args = ["target/debug/hooklane", "serve"]
+    if backend == "aws":
+        endpoint = os.environ["HOOKLANE_TEST_AWS_ENDPOINT"]
+        env.update({"AWS_ENDPOINT_URL": endpoint, "AWS_REGION": "us-east-1",
+                    "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"})
+        args += ["--backend", "aws", "--create-resources",
+                 "--resource-prefix", f"portal{port}"]
     env.update({
         "HOOKLANE_API_TOKEN": TOKEN,
         "HOOKLANE_PORTAL_KEY": PORTAL_KEY,
@@ -123,7 +134,7 @@ def start_server(workdir):
         "HOOKLANE_LISTEN": f"127.0.0.1:{port}",
         "HOOKLANE_DB": os.path.join(workdir, "portal.db"),
     })
-    proc = subprocess.Popen(["target/debug/hooklane", "serve"], env=env,
+    proc = subprocess.Popen(args, env=env,
                             stdout=open(os.path.join(workdir, "serve.log"), "w"), stderr=subprocess.STDOUT)
     api = Api(f"http://127.0.0.1:{port}")
 
@@ -215,7 +226,8 @@ def run(shots, api, receiver_base):
         expect(page.locator("#dead-letters")).to_contain_text("hostile.sent")
         page.screenshot(path=f"{shots}/dead-letters.png", full_page=True)
         seen = Receiver.seen.count("/hostile")
-        page.click("#dead-letters button:text('Replay')")
+        row = page.locator("#dead-letters tr", has_text="hostile.sent")
+        row.get_by_role("button", name="Replay", exact=True).click()
         expect(page.locator("#notice")).to_contain_text("replayed")
         api.wait("the replayed attempt", lambda: Receiver.seen.count("/hostile") > seen)
 
@@ -263,12 +275,13 @@ def run(shots, api, receiver_base):
 
 def main():
     shots = sys.argv[1] if len(sys.argv) > 1 else "target/portal-screenshots"
+    backend = sys.argv[2] if len(sys.argv) > 2 else "embedded"
     os.makedirs(shots, exist_ok=True)
     receiver = ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
     threading.Thread(target=receiver.serve_forever, daemon=True).start()
     receiver_base = f"http://127.0.0.1:{receiver.server_address[1]}"
     with tempfile.TemporaryDirectory() as workdir:
-        proc, api = start_server(workdir)
+        proc, api = start_server(workdir, backend)
         try:
             run(shots, api, receiver_base)
         except Exception:
@@ -277,7 +290,7 @@ def main():
         finally:
             proc.terminate()
             proc.wait(timeout=10)
-    print(f"portal browser test passed; screenshots in {shots}")
+    print(f"portal browser test passed on the {backend} backend; screenshots in {shots}")
 
 
 if __name__ == "__main__":
