@@ -390,7 +390,41 @@ async fn a_session_a_key_minted_ends_with_the_key(backend: Backend) {
     );
 }
 
+async fn bad_key_and_session_requests_name_the_field_and_change_nothing(backend: Backend) {
+    let server = start(backend).await;
+    let keys = "/v1/tenants/a/api-keys";
+    let sessions = "/v1/tenants/a/portal-sessions";
+    let long = "x".repeat(201);
+    let cases = [
+        (keys, json!({}), "name"),
+        (keys, json!({"name": ""}), "name"),
+        (keys, json!({"name": "   "}), "name"),
+        (keys, json!({"name": long}), "name"),
+        (keys, json!({"name": "k", "read_only": "yes"}), "read_only"),
+        (keys, json!({"name": "k", "scope": "all"}), "scope"),
+        (sessions, json!({"read_only": 1}), "read_only"),
+        (sessions, json!({"tenant": "b"}), "tenant"),
+    ];
+    let mut wrong = Vec::new();
+    for (path, body, field) in cases {
+        let (status, answer) = server.call("POST", path, Some(body.clone())).await;
+        if !matches!(status, 400 | 422) || answer["field"] != field {
+            wrong.push(format!("{path} {body}: {status} {answer}"));
+        }
+    }
+    let (status, answer) = server.call("DELETE", &format!("{keys}/nope"), None).await;
+    if status != 404 || answer["field"] != "id" {
+        wrong.push(format!("DELETE {keys}/nope: {status} {answer}"));
+    }
+    let (_, listed) = server.call("GET", keys, None).await;
+    if listed["items"] != json!([]) {
+        wrong.push(format!("keys were made: {listed}"));
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
 on_both_backends!(
+    bad_key_and_session_requests_name_the_field_and_change_nothing,
     a_session_a_key_minted_ends_with_the_key,
     the_portal_prefix_takes_tenant_credentials_only,
     a_tenant_key_reaches_its_own_tenant_only,

@@ -79,10 +79,11 @@ pub(super) async fn revoke_key(
     Path((tenant, id)): Path<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
     let tenant = input::tenant(&tenant)?;
-    let id = KeyId::parse(&id).map_err(|_| ApiError::not_found("api key"))?;
+    let gone = || ApiError::not_found("api key").field("id");
+    let id = KeyId::parse(&id).map_err(|_| gone())?;
     match state.engine.revoke_key(&tenant, &id).await? {
         true => Ok(StatusCode::NO_CONTENT),
-        false => Err(ApiError::not_found("api key")),
+        false => Err(gone()),
     }
 }
 
