@@ -202,3 +202,65 @@ async fn a_lane_that_stops_hanging_comes_back_to_the_main_pool_in_order() {
         "cut off in the main pool: {attempts}"
     );
 }
+
+/// The message whose cut-off attempt moves its lane to the slow pool is
+/// handed over with its mark written in the same write as the lane's flag;
+/// when the slow pool delivers it, the lane comes back to the main pool at
+/// once (a wrong mark would keep it in the slow pool until a later message
+/// of it came through there).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lane_moved_by_one_message_comes_back_when_that_message_is_delivered() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let server = Server::start_on(
+        Backend::Aws,
+        test_env(&[
+            ("HOOKLANE_ATTEMPT_TIMEOUT", "3s"),
+            ("HOOKLANE_SLOW_AFTER", "1s"),
+            ("HOOKLANE_RETRY_SCHEDULE", "0s,1s,1s,1s,1s,1s"),
+        ]),
+    )
+    .await;
+    let rx = Receiver::start().await;
+    rx.script("r", vec![Reply::Hang]);
+    let sub = server.subscribe("acme", &rx.url("r"), &["*"]).await;
+    let sub_id = sub["id"].as_str().expect("id");
+    let first = server.publish("acme", "o.n", json!({ "n": 0 })).await;
+    assert!(
+        eventually(Duration::from_secs(60), || rx.count("r") >= 2).await,
+        "the first event is retried and arrives ({})",
+        rx.count("r")
+    );
+    // A reply of 2 s is cut off in the main pool (1 s), and delivered at
+    // once in the slow pool (3 s).
+    rx.script("r", vec![Reply::Slow(Duration::from_secs(2), 204)]);
+    let probe = server.publish("acme", "o.n", json!({ "n": 1 })).await;
+    assert!(
+        eventually(Duration::from_secs(60), || rx.count("r") >= 4).await,
+        "the probe is retried and arrives ({})",
+        rx.count("r")
+    );
+    let (status, attempts) = server
+        .call(
+            "GET",
+            &format!("/v1/tenants/acme/subscriptions/{sub_id}/attempts?limit=50"),
+            None,
+        )
+        .await;
+    assert_eq!(status, 200, "{attempts}");
+    let errors = |event: &str| -> Vec<Value> {
+        let items = attempts["items"].as_array().expect("items");
+        let mut mine: Vec<&Value> = items.iter().filter(|a| a["event_id"] == event).collect();
+        mine.sort_by_key(|a| a["attempt"].as_i64());
+        mine.iter().map(|a| a["error"].clone()).collect()
+    };
+    assert_eq!(
+        errors(&first),
+        vec![json!("timeout"), Value::Null],
+        "{attempts}"
+    );
+    assert_eq!(
+        errors(&probe),
+        vec![json!("timeout"), Value::Null],
+        "the probe's first attempt ran in the main pool again: {attempts}"
+    );
+}

@@ -231,14 +231,12 @@ impl LaneQueue for AwsStore {
         }
         let spilling = self.spilling(lane).await?;
         let plan = lane_rules::after_outcome(end, finish.timed_out, pool, spilling);
-        self.carry_out(
-            lane,
-            LanePlan {
-                park: false,
-                ..plan
-            },
-        )
-        .await
+        let plan = LanePlan {
+            park: false,
+            ..plan
+        };
+        self.carry_out(lane, plan, matches!(end, End::Retry(_)))
+            .await
     }
 }
 
@@ -264,10 +262,16 @@ impl AwsStore {
     /// Carries out the lane's plan after a delivery's recorded outcome and
     /// its dead-letter copy ([`lane_rules::after_outcome`]): the move to
     /// the slow pool (best effort: the next timeout tries again; with the
-    /// spill flag in the same write), the refill, the spill.
-    async fn carry_out(&self, lane: super::spill::Lane<'_>, plan: LanePlan) -> StoreResult<()> {
+    /// spill flag, and the mark of a retry's message about to be handed
+    /// over, in the same write), the refill, the spill.
+    async fn carry_out(
+        &self,
+        lane: super::spill::Lane<'_>,
+        plan: LanePlan,
+        retries: bool,
+    ) -> StoreResult<()> {
         if plan.to_slow_pool {
-            match self.mark_slow(lane, plan.start_spill).await {
+            match self.mark_slow(lane, plan.start_spill, retries).await {
                 Ok(true) => return Ok(()),
                 Ok(false) => {}
                 Err(e) => {

@@ -61,7 +61,7 @@ use hooklane_core::ports::{StoreError, StoreResult};
 use crate::Settings;
 
 pub use resources::Resources;
-pub use slow_pool::{Handover, DUE};
+pub use slow_pool::{Handover, Received, DUE};
 pub use table::Table;
 
 pub(crate) use attrs::{

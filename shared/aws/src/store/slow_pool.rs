@@ -21,7 +21,8 @@
 //!   rule, ladder, spill and parking.
 //! - Coming back: each forward writes the message's mark in its group's
 //!   `fwd` attribute (`fwd`, `fwd_n`, `fwd_backfill`), on condition the
-//!   lane is still slow. When the slow pool finishes the message that
+//!   lane is still slow. The message whose attempt just moved its lane
+//!   writes its mark with the lane's flag, in one write ([`Received`]). When the slow pool finishes the message that
 //!   carries its group's mark, nothing of that group is left in the slow
 //!   queue: the mark goes, and if that message was delivered within
 //!   `HOOKLANE_SLOW_AFTER` and no other group of the lane has a mark, the
@@ -34,6 +35,9 @@
 //! conditional write per message finished in the slow pool.
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use hooklane_core::domain::{Delivery, SubscriptionId, TenantId};
@@ -82,6 +86,37 @@ pub(crate) fn mark_of(group: &str, body: &str) -> String {
     dedup_id(&[group, body])
 }
 
+tokio::task_local! {
+    /// The queue message whose step runs in this task, so that the write
+    /// moving its lane to the slow pool also writes its hand-over mark.
+    static RECEIVED: Arc<Received>;
+}
+
+/// A message of the main pool's queue, as received: its group and body,
+/// and whether its mark was written with its lane's move to the slow pool
+/// (then its hand-over sends it without a write of its own).
+#[derive(Debug)]
+pub struct Received {
+    group: String,
+    body: String,
+    marked: AtomicBool,
+}
+
+impl Received {
+    /// Runs `step` (the engine's step of the message with group `group`
+    /// and body `body`) with the message at hand; also says whether the
+    /// message's mark was written meanwhile.
+    pub async fn scope<T>(group: &str, body: &str, step: impl Future<Output = T>) -> (T, bool) {
+        let received = Arc::new(Received {
+            group: group.to_owned(),
+            body: body.to_owned(),
+            marked: AtomicBool::new(false),
+        });
+        let out = RECEIVED.scope(received.clone(), step).await;
+        (out, received.marked.load(Ordering::Acquire))
+    }
+}
+
 /// One message being handed over: its subscription, lane, group and body.
 pub struct Handover<'a> {
     /// The tenant.
@@ -98,6 +133,8 @@ pub struct Handover<'a> {
     /// along as the message's `due` attribute (unix milliseconds), so the
     /// slow pool hides it until then without reading its record first.
     pub due: Option<time::OffsetDateTime>,
+    /// Its mark is written already (with its lane's move, [`Received`]).
+    pub marked: bool,
 }
 
 impl AwsStore {
@@ -156,29 +193,44 @@ impl AwsStore {
     /// Moves a lane to the slow pool (an attempt in the main pool timed
     /// out), and when `spill`, starts its spill in the same write (the
     /// timed-out delivery waits for its retry): `true` when it did both.
-    pub(crate) async fn mark_slow(&self, lane: Lane<'_>, spill: bool) -> StoreResult<bool> {
+    /// When `handing_over` (the delivery retries, so its message goes to
+    /// the slow queue next), the same write sets the message's mark.
+    pub(crate) async fn mark_slow(
+        &self,
+        lane: Lane<'_>,
+        spill: bool,
+        handing_over: bool,
+    ) -> StoreResult<bool> {
         let (tenant, sub, lane) = lane;
         if self.pool == Pool::Slow || !self.has_slow_pool() {
             return Ok(false);
         }
         let mut names = HashMap::from([("#slow".to_owned(), slow_attr(lane))]);
+        let mut values = HashMap::from([(":t".to_owned(), AttributeValue::Bool(true))]);
+        let mut set = vec!["#slow = :t"];
         if spill {
             names.insert("#flag".to_owned(), spill_flag(lane));
+            set.push("#flag = :t");
         }
-        let set = match spill {
-            true => "SET #slow = :t, #flag = :t",
-            false => "SET #slow = :t",
-        };
+        let received = RECEIVED.try_with(Arc::clone).ok().filter(|_| handing_over);
+        if let Some(m) = &received {
+            names.insert("#mark".to_owned(), mark_attr(sub, &m.group));
+            values.insert(":mark".to_owned(), string_attr(mark_of(&m.group, &m.body)));
+            set.push("#mark = :mark");
+        }
         let res = self
             .update_sub(tenant, sub)
-            .update_expression(set)
+            .update_expression(format!("SET {}", set.join(", ")))
             .condition_expression("attribute_exists(pk)")
             .set_expression_attribute_names(Some(names))
-            .expression_attribute_values(":t", AttributeValue::Bool(true))
+            .set_expression_attribute_values(Some(values))
             .send()
             .await;
         if !took_effect(res)? {
             return Ok(false);
+        }
+        if let Some(m) = received {
+            m.marked.store(true, Ordering::Release);
         }
         self.placements.note_slow(sub, lane, true);
         if spill {
@@ -199,23 +251,8 @@ impl AwsStore {
             return Ok(false);
         };
         let mark = mark_of(h.group, h.body);
-        let res = self
-            .update_sub(h.tenant, h.sub)
-            .update_expression("SET #mark = :mark")
-            .condition_expression("#slow = :t")
-            .expression_attribute_names("#mark", mark_attr(h.sub, h.group))
-            .expression_attribute_names("#slow", slow_attr(h.lane))
-            .expression_attribute_values(":mark", string_attr(&mark))
-            .expression_attribute_values(":t", AttributeValue::Bool(true))
-            .send()
-            .await;
-        match res {
-            Ok(_) => {}
-            Err(e) if is_condition_failed(&e) => {
-                self.placements.note_slow(h.sub, h.lane, false);
-                return Ok(false);
-            }
-            Err(e) => return Err(backend(e)),
+        if !h.marked && !self.write_mark(h, &mark).await? {
+            return Ok(false);
         }
         let due = match h.due {
             Some(t) => Some(
@@ -238,6 +275,29 @@ impl AwsStore {
             .await
             .map_err(backend)?;
         Ok(true)
+    }
+
+    /// Writes a handed-over message's mark, on condition its lane is still
+    /// slow: `false` when it came back meanwhile.
+    async fn write_mark(&self, h: &Handover<'_>, mark: &str) -> StoreResult<bool> {
+        let res = self
+            .update_sub(h.tenant, h.sub)
+            .update_expression("SET #mark = :mark")
+            .condition_expression("#slow = :t")
+            .expression_attribute_names("#mark", mark_attr(h.sub, h.group))
+            .expression_attribute_names("#slow", slow_attr(h.lane))
+            .expression_attribute_values(":mark", string_attr(mark))
+            .expression_attribute_values(":t", AttributeValue::Bool(true))
+            .send()
+            .await;
+        match res {
+            Ok(_) => Ok(true),
+            Err(e) if is_condition_failed(&e) => {
+                self.placements.note_slow(h.sub, h.lane, false);
+                Ok(false)
+            }
+            Err(e) => Err(backend(e)),
+        }
     }
 
     /// The slow pool finished a message: when it carries its group's mark,

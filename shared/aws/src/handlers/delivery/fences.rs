@@ -28,7 +28,9 @@ pub(super) async fn process_fence(
     // early lets newer deliveries overtake).
     if ctx.store.pool() == Pool::Main {
         match ctx.store.is_slow_now(tenant, sub, fence.lane).await {
-            Ok(true) => return hand_over_as(ctx, m, (tenant, sub, fence.lane), None).await,
+            Ok(true) => {
+                return hand_over_as(ctx, m, (tenant, sub, fence.lane), (None, false)).await
+            }
             Ok(false) => {}
             Err(e) => {
                 error!(error = %Chain(&e), "reading whether a lane is slow failed");

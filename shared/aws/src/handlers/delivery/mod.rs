@@ -31,7 +31,7 @@ use records::{park_unreadable, record_to_attempt};
 use super::delivery_message::{parse, Message, Parsed};
 use super::{run_groups, Outcome};
 use crate::messages::DeliveryMessage;
-use crate::store::{Handover, DUE};
+use crate::store::{Handover, Received, DUE};
 use crate::{AwsStore, Pool};
 
 /// How long before it is due a delivery is attempted rather than put off
@@ -103,6 +103,7 @@ async fn process_in_pool(ctx: &Deliver, m: SqsMessage) -> Outcome {
         group: &group,
         body,
         due: None,
+        marked: false,
     };
     match ctx.store.finished_slow(&h, fast).await {
         Ok(()) => outcome,
@@ -116,13 +117,13 @@ async fn process_in_pool(ctx: &Deliver, m: SqsMessage) -> Outcome {
 }
 
 /// Hands a message of a lane in the slow pool over to the slow queue,
-/// with when it is due when known: done here, or back at once when the
-/// lane came back meanwhile.
+/// with when it is due when known (and whether its mark is written
+/// already): done here, or back at once when the lane came back meanwhile.
 async fn hand_over_as(
     ctx: &Deliver,
     m: &SqsMessage,
     (tenant, sub, lane): (&TenantId, &SubscriptionId, u16),
-    due: Option<OffsetDateTime>,
+    (due, marked): (Option<OffsetDateTime>, bool),
 ) -> Outcome {
     let (Some(body), group) = (m.body.as_deref(), super::group_of(m)) else {
         return Outcome::Retry;
@@ -134,6 +135,7 @@ async fn hand_over_as(
         group: &group,
         body,
         due,
+        marked,
     };
     match ctx.store.hand_over(&h).await {
         Ok(true) => Outcome::Done,
@@ -236,7 +238,17 @@ async fn attempt(
         first_attempt_at: record.first_attempt_at,
         next_attempt_at: now,
     };
-    let step = match ctx.engine.deliver(&d, p.carried.clone()).await {
+    // In the main pool the step runs with the message at hand: a timeout
+    // that moves the lane to the slow pool writes the message's hand-over
+    // mark in the same write.
+    let deliver = ctx.engine.deliver(&d, p.carried.clone());
+    let (stepped, marked) = match m.body.as_deref() {
+        Some(body) if ctx.store.pool() == Pool::Main => {
+            Received::scope(&super::group_of(m), body, deliver).await
+        }
+        _ => (deliver.await, false),
+    };
+    let step = match stepped {
         Ok(step) => step,
         // Nothing changed and the same step can succeed later (the AWS
         // store says so of a hold or drop beside an attempt that still
@@ -252,18 +264,20 @@ async fn attempt(
             return (Outcome::Retry, false, None);
         }
     };
-    after_step(ctx, m, p, step).await
+    after_step(ctx, m, p, step, marked).await
 }
 
 /// What a message comes to after the engine's step, as the lane rules
 /// decide ([`lane_rules::message_after`]): handed over to the slow pool
 /// (a retry whose timeout just moved its lane goes first there, with when
-/// it is due), hidden until it is due, or done.
+/// it is due; its mark written already when `marked`), hidden until it is
+/// due, or done.
 async fn after_step(
     ctx: &Deliver,
     m: &SqsMessage,
     p: &Parsed,
     step: Step,
+    marked: bool,
 ) -> (Outcome, bool, Option<Step>) {
     let slow = lane_rules::asks_if_slow(&step, ctx.store.rules_pool())
         && match ctx.store.is_slow(&p.tenant, &p.sub, p.lane).await {
@@ -281,7 +295,7 @@ async fn after_step(
                 _ => None,
             };
             (
-                hand_over_as(ctx, m, (&p.tenant, &p.sub, p.lane), due).await,
+                hand_over_as(ctx, m, (&p.tenant, &p.sub, p.lane), (due, marked)).await,
                 skipped,
                 Some(Step::Elsewhere),
             )
