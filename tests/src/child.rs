@@ -8,26 +8,26 @@ use std::process::{Child, Command, Stdio};
 
 /// Builds the `hooklane` binary, with its AWS backend, and returns its path.
 pub fn hooklane_binary() -> PathBuf {
+    cargo_binary("hooklane", &["--features", "aws"])
+}
+
+/// Builds package `package`'s binary of the same name (with `extra`
+/// arguments to `cargo build`) and returns its path.
+pub fn cargo_binary(package: &str, extra: &[&str]) -> PathBuf {
     let out = Command::new(env!("CARGO"))
-        .args([
-            "build",
-            "-p",
-            "hooklane",
-            "--features",
-            "aws",
-            "--message-format=json",
-        ])
+        .args(["build", "-p", package, "--message-format=json"])
+        .args(extra)
         .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
         .stderr(Stdio::inherit())
         .output()
         .expect("cargo build runs");
-    assert!(out.status.success(), "building hooklane failed");
+    assert!(out.status.success(), "building {package} failed");
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
         .filter_map(|v| v["executable"].as_str().map(PathBuf::from))
-        .find(|p| p.file_name().is_some_and(|n| n == "hooklane"))
-        .expect("the hooklane executable")
+        .find(|p| p.file_name().is_some_and(|n| n == package))
+        .unwrap_or_else(|| panic!("the {package} executable"))
 }
 
 /// A port nothing listens on (yet).

@@ -108,8 +108,9 @@ pub struct Shape {
 
 /// Runs the shape over 10 subscriptions (and `others` more of the tenant
 /// that take none of its events) and prints the calls and what
-/// they are billed per delivery.
-pub async fn run(bin: &str, shape: Shape) -> anyhow::Result<()> {
+/// they are billed per delivery; the dollars per million deliveries
+/// (SQS and DynamoDB on demand).
+pub async fn run(bin: &str, shape: Shape) -> anyhow::Result<f64> {
     anyhow::ensure!(
         [1, 2, 5, 10].contains(&shape.per_event),
         "--per-event is 1, 2, 5 or 10"
@@ -166,7 +167,7 @@ async fn until_quiet(api: &Api) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn measure(bin: &str, endpoint: &str, shape: Shape) -> anyhow::Result<()> {
+async fn measure(bin: &str, endpoint: &str, shape: Shape) -> anyhow::Result<f64> {
     let (addr, seen) = receiver().await?;
     let deliveries = shape.events * shape.per_event;
     let kinds = 10 / shape.per_event;
@@ -314,12 +315,12 @@ async fn measure(bin: &str, endpoint: &str, shape: Shape) -> anyhow::Result<()> 
         }
     );
     let requests = shape.events.div_ceil(shape.batch);
-    report(&sum, deliveries, (requests, api_time), shape);
+    let usd = report(&sum, deliveries, (requests, api_time), shape);
     if let Some(d) = delivering {
         d.report();
     }
     println!("(run time {:.1} s)", elapsed.as_secs_f64());
-    Ok(())
+    Ok(usd)
 }
 
 type Counts = (
@@ -364,8 +365,8 @@ impl Delivering {
 /// Prints the ledger per delivery. `api` is the requests that published
 /// the events and the time they took, seen by the publisher (an upper
 /// bound of the API function's billed duration; one invocation per
-/// request).
-fn report(sum: &Counts, n: u64, api: (u64, Duration), shape: Shape) {
+/// request). The on-demand total per million deliveries.
+fn report(sum: &Counts, n: u64, api: (u64, Duration), shape: Shape) -> f64 {
     let (mut sqs, mut wru, mut rru) = (0.0, 0.0, 0.0);
     let (mut invocations, mut lambda_ms) = (0.0, 0.0);
     println!(
@@ -449,4 +450,5 @@ fn report(sum: &Counts, n: u64, api: (u64, Duration), shape: Shape) {
         per_event,
         per_event / 100.0
     );
+    (sqs_usd + wru_usd + rru_usd) * 1e6
 }

@@ -8,7 +8,9 @@ mod aws_cost;
 mod figures;
 mod lambda;
 mod lanes;
+mod machine;
 mod publish;
+mod report;
 mod rig;
 
 use clap::{Parser, Subcommand};
@@ -153,6 +155,9 @@ enum Figure {
         #[arg(long, default_value_t = 1_000_000)]
         deliveries: u64,
     },
+    /// Every figure that needs no AWS account, written as BENCHMARKS.md's
+    /// results table.
+    Report(report::Args),
 }
 
 #[tokio::main]
@@ -313,9 +318,10 @@ async fn main() -> anyhow::Result<()> {
                 batch: batch.clamp(1, 100),
                 others,
             };
-            aws_cost::run(bin, shape).await?
+            aws_cost::run(bin, shape).await?;
         }
         Figure::Lambda(args) => lambda::run(args).await?,
+        Figure::Report(args) => report::run(bin, args).await?,
         Figure::Publish {
             count,
             publishers,

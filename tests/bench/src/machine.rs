@@ -1,0 +1,67 @@
+//! Where a report was measured: the date, the commit, the CPU model and
+//! core count, and each binary's build profile (read from its path under
+//! `target/`), so a table says which machine and build it describes.
+
+use std::process::Command;
+
+/// A command's trimmed output, when it ran and said something.
+fn output(cmd: &str, args: &[&str]) -> Option<String> {
+    let out = Command::new(cmd).args(args).output().ok()?;
+    let text = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    (out.status.success() && !text.is_empty()).then_some(text)
+}
+
+/// The CPU's model name, from `/proc/cpuinfo`.
+fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|info| {
+            info.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, model)| model.trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown CPU".into())
+}
+
+/// The build profile of a binary at `target/{profile}/…`.
+fn profile(bin: &str) -> String {
+    let parts: Vec<&str> = bin.split('/').collect();
+    parts
+        .iter()
+        .position(|p| *p == "target")
+        .and_then(|i| parts.get(i + 1))
+        .map_or_else(|| "unknown profile".into(), |p| format!("{p} profile"))
+}
+
+/// The commit checked out here, with `-dirty` when the tree has changes.
+fn commit() -> String {
+    let head = output("git", &["rev-parse", "--short", "HEAD"]).unwrap_or_else(|| "unknown".into());
+    let dirty = output("git", &["status", "--porcelain", "--untracked-files=no"]).is_some();
+    if dirty {
+        format!("{head}-dirty")
+    } else {
+        head
+    }
+}
+
+/// The lines that head a report.
+pub fn describe(bins: &[&str], quick: bool) -> String {
+    let date =
+        output("date", &["-u", "+%Y-%m-%d %H:%M UTC"]).unwrap_or_else(|| "unknown date".into());
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let mut text = format!(
+        "Measured {date} on {} ({cores} cores), commit {}{}.\n",
+        cpu_model(),
+        commit(),
+        if quick {
+            ", `--quick` (a smoke check: small workloads, not the figures)"
+        } else {
+            ""
+        }
+    );
+    for bin in bins {
+        text += &format!("- `{bin}`: {}\n", profile(bin));
+    }
+    text
+}
