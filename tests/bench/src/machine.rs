@@ -2,6 +2,7 @@
 //! core count, and each binary's build profile (read from its path under
 //! `target/`), so a table says which machine and build it describes.
 
+use std::path::Path;
 use std::process::Command;
 
 /// A command's trimmed output, when it ran and said something.
@@ -34,15 +35,30 @@ fn profile(bin: &str) -> String {
         .map_or_else(|| "unknown profile".into(), |p| format!("{p} profile"))
 }
 
-/// The commit checked out here, with `-dirty` when the tree has changes.
-fn commit() -> String {
-    let head = output("git", &["rev-parse", "--short", "HEAD"]).unwrap_or_else(|| "unknown".into());
-    let dirty = output("git", &["status", "--porcelain", "--untracked-files=no"]).is_some();
+/// The commit checked out in `dir`, with `-dirty` when its tree has
+/// changes.
+fn commit(dir: &Path) -> String {
+    let git = |args: &[&str]| {
+        let dir = dir.to_string_lossy();
+        let mut all = vec!["-C", dir.as_ref()];
+        all.extend_from_slice(args);
+        output("git", &all)
+    };
+    let head = git(&["rev-parse", "--short", "HEAD"]).unwrap_or_else(|| "unknown".into());
+    let dirty = git(&["status", "--porcelain", "--untracked-files=no"]).is_some();
     if dirty {
         format!("{head}-dirty")
     } else {
         head
     }
+}
+
+/// The commit of the checkout a binary was built in (the nearest
+/// directory above it with a `.git`).
+fn built_from(bin: &str) -> Option<String> {
+    let path = std::fs::canonicalize(bin).ok()?;
+    let checkout = path.ancestors().skip(1).find(|d| d.join(".git").exists())?;
+    Some(commit(checkout))
 }
 
 /// The lines that head a report.
@@ -53,7 +69,7 @@ pub fn describe(bins: &[&str], quick: bool) -> String {
     let mut text = format!(
         "Measured {date} on {} ({cores} cores), commit {}{}.\n",
         cpu_model(),
-        commit(),
+        commit(Path::new(".")),
         if quick {
             ", `--quick` (a smoke check: small workloads, not the figures)"
         } else {
@@ -61,7 +77,8 @@ pub fn describe(bins: &[&str], quick: bool) -> String {
         }
     );
     for bin in bins {
-        text += &format!("- `{bin}`: {}\n", profile(bin));
+        let from = built_from(bin).map_or_else(String::new, |c| format!(", built at {c}"));
+        text += &format!("- `{bin}`: {}{from}\n", profile(bin));
     }
     text
 }
