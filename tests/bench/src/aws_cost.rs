@@ -303,6 +303,10 @@ async fn measure(bin: &str, endpoint: &str, shape: Shape) -> anyhow::Result<f64>
     });
     let after = counts(&last.0).await?;
     add_diff(&mut sum, &last.2, &after);
+    anyhow::ensure!(
+        sum.1.values().any(|units| units.iter().any(|u| *u > 0.0)),
+        "the server reported no billed AWS units (a build that does not count them)"
+    );
     println!(
         "{} events to {} subscription(s) each of a tenant of {}, {}",
         shape.events,
