@@ -122,14 +122,23 @@ async fn two_hundred_hung_receivers_of_one_tenant_do_not_delay_another_tenants_d
     );
 }
 
-/// A lane whose receiver hangs moves to the slow pool; once its receiver
-/// answers in time again it comes back to the main pool (where an attempt
-/// is cut off after `HOOKLANE_SLOW_AFTER`), and every delivery arrives in
-/// order throughout.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_lane_that_stops_hanging_comes_back_to_the_main_pool_in_order() {
-    let _one = ONE_AT_A_TIME.lock().await;
-    let server = Server::start_on(
+/// Tenant `acme`'s attempt log of subscription `sub_id` (its first 50).
+async fn attempt_log(server: &Server, sub_id: &str) -> Value {
+    let (status, attempts) = server
+        .call(
+            "GET",
+            &format!("/v1/tenants/acme/subscriptions/{sub_id}/attempts?limit=50"),
+            None,
+        )
+        .await;
+    assert_eq!(status, 200, "{attempts}");
+    attempts
+}
+
+/// `serve --backend aws` where a lane moves to the slow pool after 1 s
+/// and an attempt there times out after 3 s, retried each second.
+async fn start_quick_to_move() -> Server {
+    Server::start_on(
         Backend::Aws,
         test_env(&[
             ("HOOKLANE_ATTEMPT_TIMEOUT", "3s"),
@@ -137,7 +146,17 @@ async fn a_lane_that_stops_hanging_comes_back_to_the_main_pool_in_order() {
             ("HOOKLANE_RETRY_SCHEDULE", "0s,1s,1s,1s,1s,1s"),
         ]),
     )
-    .await;
+    .await
+}
+
+/// A lane whose receiver hangs moves to the slow pool; once its receiver
+/// answers in time again it comes back to the main pool (where an attempt
+/// is cut off after `HOOKLANE_SLOW_AFTER`), and every delivery arrives in
+/// order throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lane_that_stops_hanging_comes_back_to_the_main_pool_in_order() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let server = start_quick_to_move().await;
     let rx = Receiver::start().await;
     // The first request is cut off in the main pool after 1 s; the second,
     // in the slow pool, times out after 3 s; then it answers at once.
@@ -177,14 +196,7 @@ async fn a_lane_that_stops_hanging_comes_back_to_the_main_pool_in_order() {
     let probe = server.publish("acme", "o.n", json!({ "n": 10 })).await;
     let retried = eventually(Duration::from_secs(120), || rx.count("r") >= 14).await;
     let sub_id = sub["id"].as_str().expect("id");
-    let (status, attempts) = server
-        .call(
-            "GET",
-            &format!("/v1/tenants/acme/subscriptions/{sub_id}/attempts?limit=50"),
-            None,
-        )
-        .await;
-    assert_eq!(status, 200, "{attempts}");
+    let attempts = attempt_log(&server, sub_id).await;
     assert!(
         retried,
         "the probe is retried and arrives ({}): {attempts}",
@@ -211,15 +223,7 @@ async fn a_lane_that_stops_hanging_comes_back_to_the_main_pool_in_order() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lane_moved_by_one_message_comes_back_when_that_message_is_delivered() {
     let _one = ONE_AT_A_TIME.lock().await;
-    let server = Server::start_on(
-        Backend::Aws,
-        test_env(&[
-            ("HOOKLANE_ATTEMPT_TIMEOUT", "3s"),
-            ("HOOKLANE_SLOW_AFTER", "1s"),
-            ("HOOKLANE_RETRY_SCHEDULE", "0s,1s,1s,1s,1s,1s"),
-        ]),
-    )
-    .await;
+    let server = start_quick_to_move().await;
     let rx = Receiver::start().await;
     rx.script("r", vec![Reply::Hang]);
     let sub = server.subscribe("acme", &rx.url("r"), &["*"]).await;
@@ -239,14 +243,7 @@ async fn a_lane_moved_by_one_message_comes_back_when_that_message_is_delivered()
         "the probe is retried and arrives ({})",
         rx.count("r")
     );
-    let (status, attempts) = server
-        .call(
-            "GET",
-            &format!("/v1/tenants/acme/subscriptions/{sub_id}/attempts?limit=50"),
-            None,
-        )
-        .await;
-    assert_eq!(status, 200, "{attempts}");
+    let attempts = attempt_log(&server, sub_id).await;
     let errors = |event: &str| -> Vec<Value> {
         let items = attempts["items"].as_array().expect("items");
         let mut mine: Vec<&Value> = items.iter().filter(|a| a["event_id"] == event).collect();
