@@ -25,14 +25,16 @@ fn cpu_model() -> String {
         .unwrap_or_else(|| "unknown CPU".into())
 }
 
-/// The build profile of a binary at `target/{profile}/…`.
+/// The build profile of a binary cargo built: the name of the directory
+/// it is in (`{target dir}/{profile}/hooklane`).
 fn profile(bin: &str) -> String {
-    let parts: Vec<&str> = bin.split('/').collect();
-    parts
-        .iter()
-        .position(|p| *p == "target")
-        .and_then(|i| parts.get(i + 1))
-        .map_or_else(|| "unknown profile".into(), |p| format!("{p} profile"))
+    Path::new(bin)
+        .parent()
+        .and_then(Path::file_name)
+        .map_or_else(
+            || "unknown profile".into(),
+            |p| format!("{} profile", p.to_string_lossy()),
+        )
 }
 
 /// The commit checked out in `dir`, with `-dirty` when its tree has

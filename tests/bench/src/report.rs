@@ -18,7 +18,7 @@ use crate::{aws_cost, figures, lanes, publish};
 /// The report's options.
 #[derive(clap::Args)]
 pub struct Args {
-    /// A small workload for each figure (minutes in all).
+    /// A small workload for each figure (a minute or two in all).
     #[arg(long)]
     quick: bool,
     /// Another `hooklane` binary to run every figure against, in turn.
@@ -330,12 +330,22 @@ pub async fn run(bin: &str, args: Args) -> anyhow::Result<()> {
     let runs = args.runs.unwrap_or(if args.quick { 1 } else { 3 }).max(1);
     let bins: Vec<&str> = [bin].into_iter().chain(args.baseline.as_deref()).collect();
     let rows = rows(sizes);
+    if let Some(unknown) = args
+        .only
+        .iter()
+        .find(|f| !rows.iter().any(|r| r.figure == f.trim()))
+    {
+        anyhow::bail!(
+            "--only: no figure {unknown:?} (the figures: 1, 2, 3, 3b, 4, 5, 7, 8, 10, 10b, 11)"
+        );
+    }
+    let only: Vec<String> = args.only.iter().map(|f| f.trim().to_owned()).collect();
     // values[bin][row] = one result per run.
     let mut values: Vec<Vec<Vec<Result<f64, String>>>> =
         vec![vec![Vec::new(); rows.len()]; bins.len()];
     for r in 0..runs {
         let want = Wanted {
-            only: &args.only,
+            only: &only,
             first_run: r == 0,
         };
         for (b, name) in bins.iter().enumerate() {
@@ -420,7 +430,12 @@ fn render(
             .collect::<Vec<_>>()
             .join(" | ");
         if let [(_, Some(this)), (_, Some(base))] = cells.as_slice() {
-            let _ = write!(line, " | {:.2}", this / base);
+            match *base != 0.0 {
+                true => {
+                    let _ = write!(line, " | {:.2}", this / base);
+                }
+                false => line += " | —",
+            }
         } else if cells.len() > 1 {
             line += " | —";
         }

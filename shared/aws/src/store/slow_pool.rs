@@ -22,8 +22,9 @@
 //! - Coming back: each forward writes the message's mark in its group's
 //!   `fwd` attribute (`fwd`, `fwd_n`, `fwd_backfill`), on condition the
 //!   lane is still slow. The message whose attempt just moved its lane
-//!   writes its mark with the lane's flag, in one write ([`Received`]). When the slow pool finishes the message that
-//!   carries its group's mark, nothing of that group is left in the slow
+//!   writes its mark with the lane's flag, in one write ([`Received`]).
+//!   When the slow pool finishes the message that carries its group's
+//!   mark, nothing of that group is left in the slow
 //!   queue: the mark goes, and if that message was delivered within
 //!   `HOOKLANE_SLOW_AFTER` and no other group of the lane has a mark, the
 //!   flag goes too, in the same conditional write. From then on the main
@@ -31,8 +32,9 @@
 //!   in the slow queue.
 //!
 //! Cost: nothing for lanes that answer in time; for a slow lane, one
-//! conditional write and one `SendMessage` per forwarded message and one
-//! conditional write per message finished in the slow pool.
+//! conditional write and one `SendMessage` per forwarded message (the
+//! first one's write is the lane's move) and one conditional write per
+//! message finished in the slow pool.
 
 use std::collections::HashMap;
 use std::future::Future;
