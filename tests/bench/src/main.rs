@@ -262,7 +262,7 @@ async fn main() -> anyhow::Result<()> {
             let (mut p50s, mut p99s) = repeat2(runs, || async move {
                 let mut s = figures::latency(bin, rate, secs).await?;
                 let (p50, _, _) = rig::spread(&mut s);
-                let p99 = s[((s.len() - 1) as f64 * 0.99).round() as usize];
+                let p99 = rig::quantile(&s, 0.99);
                 println!("  run at {rate:.0}/s   p50 {p50:.2} ms   p99 {p99:.2} ms   max {:.2} ms   (n={})", s[s.len() - 1], s.len());
                 Ok((p50, p99))
             })
@@ -393,8 +393,6 @@ where
 
 /// "median M (min-max a-b)" with `digits` decimals.
 fn summary(values: &mut [f64], digits: usize) -> String {
-    let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
-    let hi = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    let (median, _, _) = rig::spread(values);
+    let (median, lo, hi) = rig::median_range(values);
     format!("median {median:.digits$} (min-max {lo:.digits$}-{hi:.digits$})")
 }

@@ -12,7 +12,7 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use crate::rig::spread;
+use crate::rig::{median_range, quantile, spread};
 use crate::{aws_cost, figures, lanes, publish};
 
 /// The report's options.
@@ -257,7 +257,7 @@ async fn run_once(bin: &str, s: &Sizes, want: &Wanted<'_>, out: &mut [Vec<Result
                 let mut lat = figures::latency(bin, rate, s.secs.min(20)).await?;
                 anyhow::ensure!(!lat.is_empty(), "nothing arrived");
                 lat.sort_by(f64::total_cmp);
-                anyhow::Ok(lat[((lat.len() - 1) as f64 * 0.99).round() as usize])
+                anyhow::Ok(quantile(&lat, 0.99))
             };
             out[3].push(p99.await.map_err(err));
         }
@@ -377,11 +377,7 @@ fn cell(runs: &[Result<f64, String>], row: &Row) -> (String, Option<f64>) {
         .iter()
         .filter_map(|v| v.as_ref().ok().copied())
         .collect();
-    let (lo, hi) = (
-        v.iter().copied().fold(f64::INFINITY, f64::min),
-        v.iter().copied().fold(f64::NEG_INFINITY, f64::max),
-    );
-    let (m, _, _) = spread(&mut v);
+    let (m, lo, hi) = median_range(&mut v);
     let d = row.digits;
     let with_unit = |x: f64| match row.unit {
         "$" => format!("${x:.d$}"),

@@ -458,14 +458,30 @@ pub fn arrival_times(seen: &Seen) -> anyhow::Result<Vec<Instant>> {
         .collect())
 }
 
+/// Median, lowest and highest of samples (sorted in place).
+pub fn median_range(samples: &mut [f64]) -> (f64, f64, f64) {
+    let (median, _, _) = spread(samples);
+    let lo = samples.first().copied().unwrap_or_default();
+    let hi = samples.last().copied().unwrap_or_default();
+    (median, lo, hi)
+}
+
+/// The `q` quantile of sorted, non-empty samples.
+pub fn quantile(sorted: &[f64], q: f64) -> f64 {
+    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
+}
+
 /// Median, 10th and 90th percentile of samples (sorted in place).
 pub fn spread(samples: &mut [f64]) -> (f64, f64, f64) {
     if samples.is_empty() {
         return (0.0, 0.0, 0.0);
     }
     samples.sort_by(|a, b| a.total_cmp(b));
-    let at = |q: f64| samples[((samples.len() - 1) as f64 * q).round() as usize];
-    (at(0.5), at(0.1), at(0.9))
+    (
+        quantile(samples, 0.5),
+        quantile(samples, 0.1),
+        quantile(samples, 0.9),
+    )
 }
 
 #[cfg(test)]
