@@ -50,6 +50,7 @@ impl Harness for Aws {
         let event = EventId::parse(body["event_id"].as_str()?).ok()?;
         let rec = self
             .0
+            .records()
             .delivery_record(sub, &event)
             .await
             .ok()?
@@ -169,7 +170,7 @@ fn an_event(tenant: &TenantId) -> Event {
 async fn publish_to(ctx: &Deliver, subs: &[(SubscriptionId, TenantId)]) -> EventId {
     let tenant = subs[0].1.clone();
     let event = an_event(&tenant);
-    ctx.store.accept(event.clone()).await.unwrap();
+    ctx.store.archive().accept(event.clone()).await.unwrap();
     let batch: Vec<NewDelivery> = subs
         .iter()
         .map(|(s, t)| NewDelivery {
@@ -373,6 +374,7 @@ async fn a_hold_beside_a_running_first_attempt_sends_its_message_back() {
     );
     let rec = ctx
         .store
+        .records()
         .delivery_record(&sub, &event)
         .await
         .unwrap()
@@ -486,10 +488,12 @@ async fn a_tombstoned_subscriptions_delivery_is_dropped_not_parked() {
             .load(std::sync::atomic::Ordering::Relaxed),
         1
     );
-    assert!(DeadLetters::list(&ctx.store, &subs[0].1, None, None, 10)
-        .await
-        .unwrap()
-        .is_empty());
+    assert!(
+        DeadLetters::list(&ctx.store.dead_letters(), &subs[0].1, None, None, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     assert!(
         receive(&ctx.store, &ctx.store.settings().dlq_url)
             .await
@@ -743,7 +747,7 @@ async fn fan_out_new(ctx: &Deliver, tenant: &TenantId, n: usize) -> Vec<String> 
     let mut ids = Vec::new();
     for _ in 0..n {
         let event = an_event(tenant);
-        ctx.store.accept(event.clone()).await.unwrap();
+        ctx.store.archive().accept(event.clone()).await.unwrap();
         ctx.engine.fan_out(&event).await.unwrap();
         ids.push(event.id.as_str().to_owned());
     }
@@ -762,7 +766,7 @@ async fn spills_are_each_counted_with_their_item_and_the_refill_clears_the_flag(
 
     let events: Vec<Event> = (0..12).map(|_| an_event(&tenant)).collect();
     for event in &events {
-        ctx.store.accept(event.clone()).await.unwrap();
+        ctx.store.archive().accept(event.clone()).await.unwrap();
     }
     // One after another: moto does not apply concurrent `TransactWriteItems`
     // `ADD`s atomically (DynamoDB does), so a concurrent run here tests moto.
@@ -907,7 +911,7 @@ async fn when_a_failing_lanes_delivery_is_parked_its_spilled_deliveries_are_refi
     // The second attempt fails too: the ladder is spent and it is parked.
     run_batch(&ctx, &receive(&ctx.store, &url).await).await;
     assert_eq!(
-        DeadLetters::list(&ctx.store, &tenant, None, None, 10)
+        DeadLetters::list(&ctx.store.dead_letters(), &tenant, None, None, 10)
             .await
             .unwrap()
             .len(),
@@ -1164,7 +1168,7 @@ async fn a_receive_of_a_tenants_events_fans_out_together_in_acceptance_order() {
     for _ in 0..8 {
         let event = an_event(&tenant);
         ids.push(event.id.as_str().to_owned());
-        store.accept(event).await.unwrap();
+        store.archive().accept(event).await.unwrap();
     }
     // The first receive holds several of them: they fan out together.
     let ingest = store.settings().ingest_queue_url.clone();
@@ -1246,9 +1250,10 @@ async fn only_a_delivery_not_delivered_at_once_enters_the_by_event_index() {
     assert_eq!((rx.count("ok"), rx.count("flaky")), (1, 2));
     assert!(!indexed(&ctx.store, &subs[0].0, &event).await);
     assert!(indexed(&ctx.store, &subs[1].0, &event).await);
-    let views = hooklane_core::ports::DeliveryViews::of_event(&ctx.store, &subs[0].1, &event)
-        .await
-        .unwrap();
+    let views =
+        hooklane_core::ports::DeliveryViews::of_event(&ctx.store.views(), &subs[0].1, &event)
+            .await
+            .unwrap();
     let mut shown: Vec<(String, &str, u32)> = views
         .iter()
         .map(|(s, r)| (s.as_str().to_owned(), r.shown_state(), r.attempts))
@@ -1279,7 +1284,7 @@ async fn only_a_delivery_not_delivered_at_once_enters_the_by_event_index() {
     assert!(SubscriptionStore::update(&ctx.store, &changed)
         .await
         .unwrap());
-    let views = hooklane_core::ports::DeliveryViews::of_event(&ctx.store, tenant, &event)
+    let views = hooklane_core::ports::DeliveryViews::of_event(&ctx.store.views(), tenant, &event)
         .await
         .unwrap();
     assert!(
@@ -1336,12 +1341,13 @@ async fn a_delivered_first_attempts_outcome_is_its_log_entry_and_its_message_bac
     );
     let rec = ctx
         .store
+        .records()
         .delivery_record(sub, &event)
         .await
         .unwrap()
         .unwrap();
     assert_eq!((rec.state, rec.attempts), (DeliveryState::Delivered, 1));
-    let views = DeliveryViews::of_event(&ctx.store, tenant, &event)
+    let views = DeliveryViews::of_event(&ctx.store.views(), tenant, &event)
         .await
         .unwrap();
     assert_eq!(views.len(), 1);
@@ -1377,6 +1383,7 @@ async fn a_delivered_first_attempts_outcome_is_its_log_entry_and_its_message_bac
         .unwrap();
     let rec = ctx
         .store
+        .records()
         .delivery_record(sub, &event)
         .await
         .unwrap()
@@ -1393,6 +1400,7 @@ async fn to_attempt(
 ) -> hooklane_core::domain::DeliveryRecord {
     let now = time::OffsetDateTime::now_utc();
     store
+        .records()
         .record_to_attempt(sub, event, now)
         .await
         .unwrap()
@@ -1479,7 +1487,12 @@ async fn a_first_attempts_late_outcome_and_the_next_attempt_do_not_both_stand() 
     let rec = to_attempt(&store, &sub.id, &e2).await;
     assert_eq!((rec.state, rec.attempts), (DeliveryState::Pending, 1));
     store.finish(&d, &delivered(&d, t)).await.unwrap();
-    let rec = store.delivery_record(&sub.id, &e2).await.unwrap().unwrap();
+    let rec = store
+        .records()
+        .delivery_record(&sub.id, &e2)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!((rec.state, rec.attempts), (DeliveryState::Delivered, 1));
     assert!(
         !store
@@ -1499,13 +1512,23 @@ async fn a_first_attempts_late_outcome_and_the_next_attempt_do_not_both_stand() 
     let t2 = now();
     assert!(store.begin(&second, t2, t2 + minute).await.unwrap());
     store.finish(&d, &delivered(&d, t)).await.unwrap();
-    let rec = store.delivery_record(&sub.id, &e3).await.unwrap().unwrap();
+    let rec = store
+        .records()
+        .delivery_record(&sub.id, &e3)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!((rec.state, rec.attempts), (DeliveryState::Pending, 2));
     store
         .finish(&second, &delivered(&second, t2))
         .await
         .unwrap();
-    let rec = store.delivery_record(&sub.id, &e3).await.unwrap().unwrap();
+    let rec = store
+        .records()
+        .delivery_record(&sub.id, &e3)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!((rec.state, rec.attempts), (DeliveryState::Delivered, 2));
 
     // The lease ended, and the outcome came in time: delivered, nothing
@@ -1617,6 +1640,7 @@ async fn a_hold_read_without_the_record_ends_a_delivery_at_its_own_attempts_unle
         .await
         .unwrap();
     let rec = store
+        .records()
         .delivery_record(&sub.id, &event)
         .await
         .unwrap()
@@ -1650,6 +1674,7 @@ async fn a_hold_read_without_the_record_ends_a_delivery_at_its_own_attempts_unle
     };
     store.finish(&running, &outcome).await.unwrap();
     let rec = store
+        .records()
         .delivery_record(&sub.id, &running.event_id)
         .await
         .unwrap()
@@ -1668,6 +1693,7 @@ async fn a_hold_read_without_the_record_ends_a_delivery_at_its_own_attempts_unle
         .await
         .unwrap();
     let rec = store
+        .records()
         .delivery_record(&sub.id, &lost.event_id)
         .await
         .unwrap()
@@ -1686,6 +1712,7 @@ async fn a_hold_read_without_the_record_ends_a_delivery_at_its_own_attempts_unle
     let held = Finish::without_attempt(End::Held);
     assert!(store.finish(&put_off, &held).await.is_err());
     let rec = store
+        .records()
         .delivery_record(&sub.id, &put_off.event_id)
         .await
         .unwrap()
@@ -1694,6 +1721,7 @@ async fn a_hold_read_without_the_record_ends_a_delivery_at_its_own_attempts_unle
     tokio::time::sleep(lease + Duration::from_millis(500)).await;
     store.finish(&put_off, &held).await.unwrap();
     let rec = store
+        .records()
         .delivery_record(&sub.id, &put_off.event_id)
         .await
         .unwrap()
@@ -1845,7 +1873,11 @@ async fn a_crash_between_the_archive_write_and_the_fan_out_is_fanned_out_by_the_
     store.insert(&sub).await.unwrap();
     let event = an_event(&tenant);
     // The archive write, then the crash: the caller never fans out.
-    let (accepted, by) = store.accept_routed(event.clone(), None).await.unwrap();
+    let (accepted, by) = store
+        .archive()
+        .accept_routed(event.clone(), None)
+        .await
+        .unwrap();
     assert!(matches!(accepted, hooklane_core::ports::Accepted::New(_)));
     assert_eq!(by, hooklane_core::ports::FanOutBy::Caller);
     assert!(queued_event_ids(&store).await.is_empty(), "nothing queued");

@@ -85,7 +85,7 @@ async fn one_queued_delivery(
         payload: bytes::Bytes::from_static(br#"{"type":"a.b","data":{}}"#),
         ordering_key: None,
     };
-    store.accept(event.clone()).await.unwrap();
+    store.archive().accept(event.clone()).await.unwrap();
     store
         .enqueue(&[NewDelivery::of(&event, &sub)])
         .await

@@ -188,7 +188,9 @@ async fn process(ctx: &FanOut, m: SqsMessage, started: Instant) -> Outcome {
     let carried = msg.event.as_ref().and_then(|c| c.event(&tenant, &event_id));
     let archived = match carried {
         Some(e) => Ok(Some(e)),
-        None => hooklane_core::ports::EventArchive::get(&ctx.store, &tenant, &event_id).await,
+        None => {
+            hooklane_core::ports::EventArchive::get(ctx.store.archive(), &tenant, &event_id).await
+        }
     };
     match archived {
         Ok(Some(event)) => fan_out(ctx, &m, &event, started).await,
@@ -214,7 +216,7 @@ async fn fan_out(ctx: &FanOut, m: &SqsMessage, event: &Event, started: Instant) 
     // A cursor exists only if an earlier receive of this message handed it
     // back part-way; the first receive has nothing to read.
     let cursor = if !super::first_receive(m) {
-        ctx.store.fan_out_cursor(tenant, event_id).await
+        ctx.store.archive().fan_out_cursor(tenant, event_id).await
     } else {
         Ok(None)
     };
@@ -305,6 +307,7 @@ async fn hand_back(
     if let Some(cursor) = after {
         if let Err(e) = ctx
             .store
+            .archive()
             .save_fan_out_cursor(tenant, event_id, cursor)
             .await
         {

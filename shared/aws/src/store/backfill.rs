@@ -13,7 +13,7 @@ use hooklane_core::ports::{Backfills, StoreResult};
 use hooklane_core::record::{from_ms, ms};
 
 use super::keys::{sub_sk, tenant_pk};
-use super::{backend, corrupt, get_n, get_s, readable, required_n, AwsStore, Item};
+use super::{backend, corrupt, get_n, get_s, readable, required_n, Item};
 use crate::messages::{dedup_id, BackfillMessage, FanOutMessage};
 use crate::{number_attr, string_attr};
 
@@ -38,7 +38,12 @@ fn job_of(item: &Item) -> StoreResult<BackfillJob> {
     })
 }
 
-impl AwsStore {
+super::table::table_port!(
+    /// Backfill jobs on DynamoDB and their messages on the ingest queue.
+    AwsBackfills
+);
+
+impl AwsBackfills {
     /// Sends a backfill's message to the ingest queue.
     async fn send_backfill(&self, job: &BackfillJob) -> StoreResult<()> {
         let body = serde_json::to_string(&FanOutMessage {
@@ -103,7 +108,7 @@ impl AwsStore {
 }
 
 #[async_trait]
-impl Backfills for AwsStore {
+impl Backfills for AwsBackfills {
     async fn start(&self, job: &BackfillJob) -> StoreResult<()> {
         self.ddb
             .put_item()

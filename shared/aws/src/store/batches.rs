@@ -6,7 +6,7 @@
 use aws_sdk_dynamodb::types::{DeleteRequest, PutRequest, WriteRequest};
 use hooklane_core::ports::{StoreError, StoreResult};
 
-use super::{backend, AwsStore, Item};
+use super::{backend, Item, Table};
 
 /// How often a `BatchGetItem` asks again for keys left unprocessed.
 const BATCH_GET_RETRIES: u32 = 5;
@@ -14,7 +14,7 @@ const BATCH_GET_RETRIES: u32 = 5;
 /// How often a `BatchWriteItem` chunk is sent, at most.
 const BATCH_TRIES: u32 = 6;
 
-impl AwsStore {
+impl Table {
     /// Several items by key (`pk`, `sk`), strongly consistent when
     /// `consistent`, in `BatchGetItem` calls of 100, asking again for the
     /// keys DynamoDB left unprocessed; items that do not exist are absent.

@@ -16,9 +16,7 @@ use hooklane_core::record::{from_ms, ms};
 
 use super::attrs::truncate;
 use super::keys::{parked_pk, record_pk, record_sk};
-use super::{
-    backend, corrupt, get_n, get_s, padded, readable, required_n, took_effect, AwsStore, Item,
-};
+use super::{backend, corrupt, get_n, get_s, padded, readable, required_n, took_effect, Item};
 use crate::messages::{dedup_id, DeliveryMessage};
 use crate::{number_attr, string_attr};
 
@@ -30,7 +28,13 @@ fn attr(v: impl Into<String>, number: bool) -> StoreResult<MessageAttributeValue
         .map_err(backend)
 }
 
-impl AwsStore {
+super::table::table_port!(
+    /// Dead letters on DynamoDB (the parked index) and the dead-letter
+    /// queue.
+    AwsDeadLetters
+);
+
+impl AwsDeadLetters {
     /// Puts a parked record back to pending with a fresh ladder (a
     /// message back from the dead-letter queue); `false` when it was not
     /// parked.
@@ -160,7 +164,7 @@ impl AwsStore {
 }
 
 #[async_trait]
-impl DeadLetters for AwsStore {
+impl DeadLetters for AwsDeadLetters {
     async fn list(
         &self,
         tenant: &TenantId,

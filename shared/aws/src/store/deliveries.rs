@@ -77,7 +77,7 @@ impl LaneQueue for AwsStore {
         let mut tries = 0;
         loop {
             tries += 1;
-            match self.try_begin(d, now, lease_until, &token).await {
+            match self.records().try_begin(d, now, lease_until, &token).await {
                 Err(e) if tries < BEGIN_TRIES => {
                     tracing::warn!(error = %Chain(&e), tries, "recording an attempt's start failed; trying again");
                     tokio::time::sleep(std::time::Duration::from_millis(100 << tries)).await;
@@ -122,6 +122,7 @@ impl LaneQueue for AwsStore {
             };
             let reset = here
                 && self
+                    .dead_letters()
                     .reset_to_pending(&d.subscription_id, &d.event_id, rule)
                     .await?;
             if reset && backfill {
@@ -188,7 +189,10 @@ impl LaneQueue for AwsStore {
 
     async fn finish(&self, d: &Delivery, finish: &Finish) -> StoreResult<()> {
         if matches!(finish.end, End::Held | End::Dropped) {
-            return self.end_unattempted_settled(d, finish.end.state()).await;
+            return self
+                .records()
+                .end_unattempted_settled(d, finish.end.state())
+                .await;
         }
         // The first attempt's start, noted at its begin, is forgotten
         // whatever happens next.
@@ -203,7 +207,8 @@ impl LaneQueue for AwsStore {
         }
         let first_logged = match (&finish.attempt, first_start) {
             (Some(a), Some(start)) => {
-                self.log_first(a, start, matches!(finish.end, End::Delivered))
+                self.records()
+                    .log_first(a, start, matches!(finish.end, End::Delivered))
                     .await?
             }
             _ => false,
@@ -214,7 +219,7 @@ impl LaneQueue for AwsStore {
         // The log entry is a delivered first attempt's outcome
         // (`first_attempt`); any other is written to the record.
         let took = (first_logged && matches!(finish.end, End::Delivered))
-            || self.write_outcome(d, finish).await?;
+            || self.records().write_outcome(d, finish).await?;
         if !took {
             // Not pending at this attempt: finished before (a redelivered
             // message), or a later attempt took over.
@@ -227,7 +232,7 @@ impl LaneQueue for AwsStore {
         // from the dead-letter queue once the record says parked.
         let parks = lane_rules::after_outcome(end, finish.timed_out, pool, false).park;
         if let (true, End::Parked(reason), Some(last)) = (parks, end, &finish.attempt) {
-            self.park_to_dlq(d, reason, last).await?;
+            self.dead_letters().park_to_dlq(d, reason, last).await?;
         }
         let spilling = self.spilling(lane).await?;
         let plan = lane_rules::after_outcome(end, finish.timed_out, pool, spilling);

@@ -30,8 +30,8 @@ use time::OffsetDateTime;
 
 use super::keys::tenant_pk;
 use super::{
-    backend, corrupt, get_n, get_s, is_condition_failed, key_of, readable, took_effect, AwsStore,
-    Item, RETENTION_SECS,
+    backend, corrupt, get_n, get_s, is_condition_failed, key_of, readable, took_effect, Item,
+    Table, RETENTION_SECS,
 };
 use crate::messages::{body_within, dedup_id, CarriedEvent, FanOutMessage, CARRY_LIMIT};
 use crate::{number_attr, string_attr};
@@ -41,6 +41,23 @@ const DEFLATE_OVER: usize = 256;
 
 /// How long an event id stays reserved (G12), in milliseconds.
 const IDEMPOTENCY_MS: i64 = 24 * 3600 * 1000;
+
+/// The event archive on DynamoDB and the ingest queue, a port of its own
+/// over the table, with the tenants this process saw move to the ingest
+/// queue ([`super::fan_out_path`]; shared by clones).
+#[derive(Clone, Debug)]
+pub struct AwsArchive {
+    pub(crate) table: Table,
+    pub(crate) moved: std::sync::Arc<super::fan_out_path::MovedTenants>,
+}
+
+impl std::ops::Deref for AwsArchive {
+    type Target = Table;
+
+    fn deref(&self) -> &Table {
+        &self.table
+    }
+}
 
 fn event_sk(id: &EventId) -> String {
     format!("E#{}", id.as_str())
@@ -100,7 +117,7 @@ fn expired(item: &Item, now: time::OffsetDateTime) -> bool {
     get_n(item, "expires_at").is_some_and(|exp| exp < now.unix_timestamp())
 }
 
-impl AwsStore {
+impl AwsArchive {
     async fn get_event_item(&self, tenant: &TenantId, id: &EventId) -> StoreResult<Option<Item>> {
         let item = self.get_consistent(tenant_pk(tenant), event_sk(id)).await?;
         Ok(item.filter(|i| !expired(i, time::OffsetDateTime::now_utc())))
@@ -133,7 +150,7 @@ impl AwsStore {
     }
 }
 
-impl AwsStore {
+impl AwsArchive {
     /// Archives an event (one conditional put): new, or the original of a
     /// duplicate within 24 h; an older reuse of the id is a conflict.
     async fn archive(&self, event: Event) -> StoreResult<Accepted> {
@@ -188,7 +205,7 @@ impl AwsStore {
 /// delivery already queued within five minutes is deduplicated by SQS, and
 /// one already attempted finds its record and is skipped.
 #[async_trait]
-impl EventArchive for AwsStore {
+impl EventArchive for AwsArchive {
     async fn accept(&self, event: Event) -> StoreResult<Accepted> {
         let accepted = self.archive(event).await?;
         self.fan_out_later(accepted.event()).await?;
@@ -203,7 +220,11 @@ impl EventArchive for AwsStore {
         let accepted = self.archive(event).await?;
         let here = match decided {
             Some(by) => by == FanOutBy::Caller,
-            None => self.fans_out_in_api(&accepted.event().tenant).await?,
+            None => {
+                self.moved
+                    .fans_out_in_api(&self.table, &accepted.event().tenant)
+                    .await?
+            }
         };
         if here {
             return Ok((accepted, FanOutBy::Caller));
@@ -213,7 +234,7 @@ impl EventArchive for AwsStore {
     }
 
     async fn fan_out_later(&self, event: &Event) -> StoreResult<()> {
-        self.move_to_queue(&event.tenant).await?;
+        self.moved.move_to_queue(&self.table, &event.tenant).await?;
         self.send_fan_out(event).await
     }
 
@@ -253,7 +274,7 @@ impl EventArchive for AwsStore {
     }
 }
 
-impl AwsStore {
+impl AwsArchive {
     /// A tenant's archived events accepted in `since..=until`, without
     /// their payloads, in no particular order.
     async fn archived_between(
@@ -292,7 +313,7 @@ fn archived(item: &Item) -> StoreResult<ArchivedEvent> {
     })
 }
 
-impl AwsStore {
+impl AwsArchive {
     /// Where an interrupted fan-out resumes (the last subscription done).
     pub(crate) async fn fan_out_cursor(
         &self,

@@ -32,7 +32,7 @@ use hooklane_core::record::ms;
 use time::OffsetDateTime;
 
 use super::keys::tenant_pk;
-use super::{backend, AwsStore};
+use super::{backend, Table};
 use crate::{number_attr, string_attr};
 
 /// The sort key of a tenant's fan-out path item.
@@ -62,32 +62,37 @@ impl MovedTenants {
     }
 }
 
-impl AwsStore {
+impl MovedTenants {
     /// Whether the caller of a publish of `tenant` fans it out: the API
     /// path is on and the tenant has not moved to the ingest queue.
-    pub(crate) async fn fans_out_in_api(&self, tenant: &TenantId) -> StoreResult<bool> {
-        if !self.settings.fan_out_in_api || self.moved.has(tenant) {
+    pub(crate) async fn fans_out_in_api(
+        &self,
+        table: &Table,
+        tenant: &TenantId,
+    ) -> StoreResult<bool> {
+        if !table.settings.fan_out_in_api || self.has(tenant) {
             return Ok(false);
         }
-        let item = self
+        let item = table
             .get_consistent(tenant_pk(tenant), PATH_SK.to_owned())
             .await?;
         let moved = item.is_some_and(|i| i.contains_key("queued_at"));
         if moved {
-            self.moved.note(tenant);
+            self.note(tenant);
         }
         Ok(!moved)
     }
 
     /// Moves a tenant to the ingest queue for good (with the API path on;
     /// idempotent: the first move's time stays).
-    pub(crate) async fn move_to_queue(&self, tenant: &TenantId) -> StoreResult<()> {
-        if !self.settings.fan_out_in_api || self.moved.has(tenant) {
+    pub(crate) async fn move_to_queue(&self, table: &Table, tenant: &TenantId) -> StoreResult<()> {
+        if !table.settings.fan_out_in_api || self.has(tenant) {
             return Ok(());
         }
-        self.ddb
+        table
+            .ddb
             .update_item()
-            .table_name(&self.settings.table)
+            .table_name(&table.settings.table)
             .key("pk", string_attr(tenant_pk(tenant)))
             .key("sk", string_attr(PATH_SK))
             .update_expression("SET queued_at = if_not_exists(queued_at, :now)")
@@ -99,7 +104,7 @@ impl AwsStore {
             tenant = tenant.as_str(),
             "the tenant's events are fanned out from the ingest queue from now on"
         );
-        self.moved.note(tenant);
+        self.note(tenant);
         Ok(())
     }
 }

@@ -15,7 +15,7 @@
 //! is none. Every reader that shows or acts on a record's state settles it
 //! ([`settled`]): the delivery function before an attempt (a message back
 //! after its delivery is never sent again, G1), `GET /events/{id}`
-//! (`views`), [`AwsStore::delivery_record`], and a hold or drop that finds
+//! (`views`), [`AwsRecords::delivery_record`], and a hold or drop that finds
 //! the record past the attempts it was read with (`records`). Writes
 //! conditioned on the stored state (an attempt's start, an outcome, a
 //! hold, a replay's reset) need no settling: a record in doubt is pending
@@ -49,9 +49,11 @@ use hooklane_core::record::ms;
 use time::OffsetDateTime;
 
 use super::attempts::log_pk;
+use super::attempts::AwsAttemptLog;
 use super::keys::{record_pk, record_sk};
 use super::records::record_of;
-use super::{get_n, get_s, padded, took_effect, AwsStore, Item, RETENTION_SECS};
+use super::records::AwsRecords;
+use super::{get_n, get_s, padded, took_effect, Item, RETENTION_SECS};
 use crate::messages::dedup_id;
 use crate::{number_attr, string_attr};
 
@@ -163,7 +165,7 @@ pub(crate) fn settled(record: &Item, entry: Option<&Item>) -> StoreResult<Delive
     Ok(r)
 }
 
-impl AwsStore {
+impl AwsRecords {
     /// Logs a first attempt under the key its record names (its start as
     /// the record holds it, `started_ms`), marked as the
     /// delivery's outcome when it `delivered`; `false` when the key was
@@ -175,9 +177,7 @@ impl AwsStore {
         started_ms: i64,
         delivered: bool,
     ) -> StoreResult<bool> {
-        let mut req = self
-            .attempt_log()
-            .put_entry(a, first_sk(&a.event_id, started_ms));
+        let mut req = AwsAttemptLog(self.0.clone()).put_entry(a, first_sk(&a.event_id, started_ms));
         if delivered {
             req = req.item("delivered", AttributeValue::Bool(true));
         }

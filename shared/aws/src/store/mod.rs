@@ -24,13 +24,13 @@
 pub mod access;
 pub mod attempts;
 mod attrs;
-mod backfill;
+pub mod backfill;
 mod batches;
 mod conflicts;
 pub mod dead_letter_queue;
-mod dead_letters;
+pub mod dead_letters;
 mod deliveries;
-mod events;
+pub mod events;
 mod fan_out_path;
 mod first_attempt;
 mod keys;
@@ -38,7 +38,7 @@ mod lane_change;
 mod lane_flags;
 mod placements;
 pub mod rates;
-mod records;
+pub mod records;
 mod resources;
 mod sending;
 mod slow_pool;
@@ -51,7 +51,7 @@ mod tenant_lanes;
 mod tenant_share;
 mod type_index;
 mod type_index_known;
-mod views;
+pub mod views;
 
 use std::collections::HashMap;
 
@@ -81,10 +81,10 @@ fn ddb_config(sdk: &aws_config::SdkConfig) -> aws_sdk_dynamodb::config::Builder 
         .retry_classifier(conflicts::RetryTransactionConflicts)
 }
 
-/// The AWS adapter: clients built once, cheap to clone. The ports split
-/// out so far are objects of their own over its [`Table`]
-/// ([`AwsStore::store_ports`]); it implements the others itself, and reads
-/// its table's fields through it (`Deref`).
+/// The AWS adapter: clients built once, cheap to clone. Most ports are
+/// objects of their own over its [`Table`] ([`AwsStore::store_ports`]);
+/// it implements the subscriptions and the lane queue itself, which share
+/// its caches, and reads its table's fields through it (`Deref`).
 #[derive(Clone, Debug)]
 pub struct AwsStore {
     pub(crate) table: Table,
@@ -94,8 +94,9 @@ pub struct AwsStore {
     pub(crate) placements: std::sync::Arc<placements::Placements>,
     /// Tenants' lane counts as last read (shared by clones).
     pub(crate) tenant_lanes: std::sync::Arc<tenant_lanes::TenantLanes>,
-    /// Tenants seen moved to the ingest queue (shared by clones).
-    pub(crate) moved: std::sync::Arc<fan_out_path::MovedTenants>,
+    /// The event archive, a port of its own (sharing the tenants seen
+    /// moved to the ingest queue with its clones).
+    pub(crate) archive: events::AwsArchive,
     /// Tenants whose fan-out reads through the type index (shared by
     /// clones).
     pub(crate) type_indexes: std::sync::Arc<type_index_known::TypeIndexes>,
@@ -154,11 +155,14 @@ impl AwsStore {
 
     fn over(table: Table) -> Self {
         Self {
+            archive: events::AwsArchive {
+                table: table.clone(),
+                moved: Default::default(),
+            },
             table,
             lane_flags: Default::default(),
             placements: Default::default(),
             tenant_lanes: Default::default(),
-            moved: Default::default(),
             type_indexes: Default::default(),
             first_starts: Default::default(),
         }
@@ -182,14 +186,42 @@ impl AwsStore {
     /// The same adapter over another DynamoDB client (tests observe the
     /// requests the adapter sends through one with an interceptor).
     pub fn with_dynamodb(mut self, ddb: aws_sdk_dynamodb::Client) -> Self {
-        self.table.ddb = ddb;
+        self.table.ddb = ddb.clone();
+        self.archive.table.ddb = ddb;
         self
     }
 
     /// The same adapter, running the slow pool.
     pub fn in_slow_pool(mut self) -> Self {
         self.table.pool = Pool::Slow;
+        self.archive.table.pool = Pool::Slow;
         self
+    }
+
+    /// The event archive, a port of its own.
+    pub fn archive(&self) -> &events::AwsArchive {
+        &self.archive
+    }
+
+    /// The delivery records, read and written by the lane queue and the
+    /// views.
+    pub fn records(&self) -> records::AwsRecords {
+        records::AwsRecords(self.table.clone())
+    }
+
+    /// The delivery views, a port of their own over the records, the
+    /// archive and this adapter's subscriptions.
+    pub fn views(&self) -> views::AwsViews {
+        views::AwsViews {
+            records: self.records(),
+            archive: self.archive.clone(),
+            subscriptions: std::sync::Arc::new(self.clone()),
+        }
+    }
+
+    /// The dead letters, a port of its own over the table.
+    pub fn dead_letters(&self) -> dead_letters::AwsDeadLetters {
+        dead_letters::AwsDeadLetters(self.table.clone())
     }
 
     /// The attempt log, a port of its own over the table.
@@ -208,17 +240,18 @@ impl hooklane_core::engine::Store for AwsStore {
     /// its table; the adapter is the others.
     fn store_ports(self) -> hooklane_core::engine::StorePorts {
         use std::sync::Arc;
+        let views = self.views();
         hooklane_core::engine::StorePorts {
             suspensions: Arc::new(self.suspensions()),
             attempts: Arc::new(self.attempt_log()),
             rates: Arc::new(rates::AwsRateLimits(self.table.clone())),
             access: Arc::new(access::AwsAccess(self.table.clone())),
-            subscriptions: Arc::new(self.clone()),
-            events: Arc::new(self.clone()),
-            lanes: Arc::new(self.clone()),
-            dead_letters: Arc::new(self.clone()),
-            views: Arc::new(self.clone()),
-            backfills: Arc::new(self),
+            events: Arc::new(self.archive.clone()),
+            dead_letters: Arc::new(self.dead_letters()),
+            backfills: Arc::new(backfill::AwsBackfills(self.table.clone())),
+            subscriptions: views.subscriptions.clone(),
+            views: Arc::new(views),
+            lanes: Arc::new(self),
         }
     }
 }

@@ -11,12 +11,18 @@ use time::OffsetDateTime;
 use super::attrs::truncate;
 use super::keys::{by_event_pk, parked_pk, record_pk, record_sk};
 use super::{
-    corrupt, get_n, get_s, padded, required_n, time_seq, took_effect, AwsStore, Item,
-    RETENTION_SECS,
+    corrupt, get_n, get_s, padded, required_n, time_seq, took_effect, Item, RETENTION_SECS,
 };
 use crate::{number_attr, string_attr};
 
-impl AwsStore {
+super::table::table_port!(
+    /// Delivery records on DynamoDB: their writes here, their settled
+    /// reads in [`super::first_attempt`]. The lane queue and the views
+    /// work through it.
+    AwsRecords
+);
+
+impl AwsRecords {
     /// Ends a delivery without an attempt, creating its record if it has
     /// none yet (so `GET /events/{id}` shows it): held, when its
     /// subscription is suspended (the backfill after re-enabling covers

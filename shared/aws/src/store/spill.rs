@@ -368,12 +368,14 @@ impl AwsStore {
                 Some(Err(e)) => {
                     let why = format!("the spilled delivery does not parse: {e}");
                     let body = body.filter(|b| !b.is_empty()).unwrap_or("(empty)");
-                    self.park_unreadable(&super::key_of(item), body, sub.as_str(), &why)
+                    self.dead_letters()
+                        .park_unreadable(&super::key_of(item), body, sub.as_str(), &why)
                         .await?;
                 }
                 None => {
                     let why = "the spilled delivery has no message";
-                    self.park_unreadable(&super::key_of(item), why, sub.as_str(), why)
+                    self.dead_letters()
+                        .park_unreadable(&super::key_of(item), why, sub.as_str(), why)
                         .await?;
                 }
             }

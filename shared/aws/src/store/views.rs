@@ -18,15 +18,26 @@ use async_trait::async_trait;
 use hooklane_core::domain::{
     DeliveryRecord, EventId, Subscription, SubscriptionId, SubscriptionStatus, TenantId,
 };
-use hooklane_core::ports::{DeliveryViews, StoreResult};
+use hooklane_core::ports::{DeliveryViews, EventArchive, StoreResult, SubscriptionStore};
 
+use super::events::AwsArchive;
 use super::first_attempt::{first_log_key, settled};
 use super::keys::{by_event_pk, record_pk, record_sk};
-use super::{backend, corrupt, get_s, readable, AwsStore, Item};
+use super::records::AwsRecords;
+use super::{backend, corrupt, get_s, readable, Item};
 use crate::string_attr;
 
+/// Delivery views on AWS: a port of its own, reading the delivery records,
+/// the event archive and the tenant's subscriptions through their ports.
+#[derive(Clone)]
+pub struct AwsViews {
+    pub(crate) records: AwsRecords,
+    pub(crate) archive: AwsArchive,
+    pub(crate) subscriptions: std::sync::Arc<dyn SubscriptionStore>,
+}
+
 #[async_trait]
-impl DeliveryViews for AwsStore {
+impl DeliveryViews for AwsViews {
     async fn of_event(
         &self,
         tenant: &TenantId,
@@ -45,15 +56,14 @@ impl DeliveryViews for AwsStore {
         // no record is queued if it matches the event now.
         let mut by_key = Vec::new();
         let mut queued = Vec::new();
-        if let Some(event) = hooklane_core::ports::EventArchive::get(self, tenant, event_id).await?
-        {
-            let subs = self.live_subscriptions(tenant).await?;
+        if let Some(event) = self.archive.get(tenant, event_id).await? {
+            let subs = self.subscriptions.list(tenant, None, usize::MAX).await?;
             let rest: Vec<&Subscription> = subs.iter().filter(|s| !shown.contains(&s.id)).collect();
             let keys = rest
                 .iter()
                 .map(|s| (record_pk(&s.id), record_sk(event_id)))
                 .collect();
-            by_key = self.get_many(keys, false).await?;
+            by_key = self.records.get_many(keys, false).await?;
             shown.extend(by_key.iter().filter_map(sub_of_key));
             queued = rest
                 .into_iter()
@@ -69,7 +79,7 @@ impl DeliveryViews for AwsStore {
         // Records at their first attempt with no outcome written: settled
         // by that attempt's log entry (`first_attempt`).
         let all: Vec<&Item> = indexed.iter().chain(&by_key).collect();
-        let entries = self.first_entries(&all).await?;
+        let entries = self.records.first_entries(&all).await?;
         let mut views: Vec<(SubscriptionId, DeliveryRecord)> = Vec::new();
         for item in indexed.iter().chain(&by_key) {
             let entry = first_log_key(item).and_then(|k| entries.get(&k));
@@ -81,7 +91,7 @@ impl DeliveryViews for AwsStore {
     }
 }
 
-impl AwsStore {
+impl AwsViews {
     /// An event's delivery records in the `gsi1` index (every record past
     /// its first attempt's outcome).
     async fn indexed_records(
@@ -90,9 +100,10 @@ impl AwsStore {
         event_id: &EventId,
     ) -> StoreResult<Vec<Item>> {
         let resp = self
+            .records
             .ddb
             .query()
-            .table_name(&self.settings.table)
+            .table_name(&self.records.settings.table)
             .index_name("gsi1")
             .key_condition_expression("gsi1pk = :pk")
             .expression_attribute_values(":pk", string_attr(by_event_pk(tenant, event_id)))

@@ -28,7 +28,12 @@ pub(super) async fn park_unreadable(
         .filter(|b| !b.is_empty())
         .unwrap_or("(empty)");
     let group = super::super::group_of(m);
-    match ctx.store.park_unreadable(key, body, &group, why).await {
+    match ctx
+        .store
+        .dead_letters()
+        .park_unreadable(key, body, &group, why)
+        .await
+    {
         Ok(()) => Outcome::Done,
         Err(e) => {
             error!(error = %Chain(&e), "parking an unreadable delivery failed");
@@ -46,7 +51,12 @@ pub(super) async fn record_to_attempt(
     p: &Parsed,
     from: OffsetDateTime,
 ) -> Result<DeliveryRecord, Outcome> {
-    let record = match ctx.store.record_to_attempt(&p.sub, &p.event, from).await {
+    let record = match ctx
+        .store
+        .records()
+        .record_to_attempt(&p.sub, &p.event, from)
+        .await
+    {
         Ok(r) => r.unwrap_or_else(DeliveryRecord::queued),
         Err(StoreError::Unreadable(why)) => {
             let key = format!("D#{}/E#{}", p.sub, p.event);
@@ -61,7 +71,12 @@ pub(super) async fn record_to_attempt(
     let redriven =
         record.state == DeliveryState::Parked && m.message_attributes.contains_key("reason");
     if redriven {
-        return match ctx.store.reset_parked(&p.sub, &p.event).await {
+        return match ctx
+            .store
+            .dead_letters()
+            .reset_parked(&p.sub, &p.event)
+            .await
+        {
             Ok(_) => Ok(DeliveryRecord::queued()),
             Err(e) => {
                 error!(error = %Chain(&e), "resetting a redriven delivery failed");
