@@ -148,7 +148,7 @@ async fn handler_with(
     for name in names {
         let mut sub = contract::subscription(&tenant, &["*"]);
         sub.url = url::Url::parse(&rx.url(name)).unwrap();
-        store.insert(&sub).await.unwrap();
+        store.subscriptions().insert(&sub).await.unwrap();
         subs.push((sub.id, tenant.clone()));
     }
     (Deliver { engine, store }, subs)
@@ -473,7 +473,11 @@ async fn a_tombstoned_subscriptions_delivery_is_dropped_not_parked() {
     let rx = Receiver::start().await;
     let (ctx, subs) = handler_with("0s", &["gone"], &rx).await;
     let event = publish_to(&ctx, &subs).await;
-    ctx.store.delete(&subs[0].1, &subs[0].0).await.unwrap();
+    ctx.store
+        .subscriptions()
+        .delete(&subs[0].1, &subs[0].0)
+        .await
+        .unwrap();
     let msgs = receive(&ctx.store, &ctx.store.settings().delivery_queue_url).await;
     let resp = handle(&ctx, hooklane_aws::queue_poller::to_event(&msgs)).await;
     assert!(
@@ -1000,10 +1004,10 @@ async fn a_counting_store_counts_each_aws_call_by_service_and_operation() {
             .unwrap_or(0)
     };
     let before = count("GetItem");
-    SubscriptionStore::get(&store, &tenant, &SubscriptionId::generate())
+    SubscriptionStore::get(store.subscriptions(), &tenant, &SubscriptionId::generate())
         .await
         .unwrap();
-    SubscriptionStore::get(&store, &tenant, &SubscriptionId::generate())
+    SubscriptionStore::get(store.subscriptions(), &tenant, &SubscriptionId::generate())
         .await
         .unwrap();
     assert_eq!(count("GetItem") - before, 2);
@@ -1047,35 +1051,43 @@ async fn a_tenants_lane_counter_errs_high_never_low() {
     let mut wide = contract::subscription(&acme, &["*"]);
     wide.lanes = LaneCount::parse(8).unwrap();
     let one = contract::subscription(&acme, &["*"]);
-    store.insert(&wide).await.expect("insert");
-    store.insert(&one).await.expect("insert");
+    store.subscriptions().insert(&wide).await.expect("insert");
+    store.subscriptions().insert(&one).await.expect("insert");
     assert_eq!(lane_counter(&store, &acme).await, 9, "8 + 1 lanes");
     assert_eq!(
-        store.tenant_lane_count(&acme).await.unwrap(),
+        store
+            .subscriptions()
+            .tenant_lane_count(&acme)
+            .await
+            .unwrap(),
         9,
         "counted whole"
     );
     wide.lanes = LaneCount::parse(3).unwrap();
-    assert!(store.update(&wide).await.expect("update"));
+    assert!(store.subscriptions().update(&wide).await.expect("update"));
     assert_eq!(
         lane_counter(&store, &acme).await,
         9,
         "a decrease is not uncounted"
     );
     wide.lanes = LaneCount::parse(5).unwrap();
-    assert!(store.update(&wide).await.expect("update"));
+    assert!(store.subscriptions().update(&wide).await.expect("update"));
     assert_eq!(
         lane_counter(&store, &acme).await,
         11,
         "3 lanes became 5: +2"
     );
-    store.delete(&acme, &wide.id).await.expect("delete");
+    store
+        .subscriptions()
+        .delete(&acme, &wide.id)
+        .await
+        .expect("delete");
     assert_eq!(
         lane_counter(&store, &acme).await,
         6,
         "the deleted one's 5 uncounted"
     );
-    assert!(!store.update(&wide).await.expect("update"));
+    assert!(!store.subscriptions().update(&wide).await.expect("update"));
     assert_eq!(
         lane_counter(&store, &acme).await,
         6,
@@ -1086,8 +1098,12 @@ async fn a_tenants_lane_counter_errs_high_never_low() {
     // not uncounted (the count leaves it out), and the count is exact.
     let mut gone = contract::subscription(&other, &["*"]);
     gone.lanes = LaneCount::parse(4).unwrap();
-    store.insert(&gone).await.expect("insert");
-    store.delete(&other, &gone.id).await.expect("delete");
+    store.subscriptions().insert(&gone).await.expect("insert");
+    store
+        .subscriptions()
+        .delete(&other, &gone.id)
+        .await
+        .expect("delete");
     assert_eq!(
         lane_counter(&store, &other).await,
         4,
@@ -1095,9 +1111,13 @@ async fn a_tenants_lane_counter_errs_high_never_low() {
     );
     let mut kept = contract::subscription(&other, &["*"]);
     kept.lanes = LaneCount::parse(2).unwrap();
-    store.insert(&kept).await.expect("insert");
+    store.subscriptions().insert(&kept).await.expect("insert");
     assert_eq!(
-        store.tenant_lane_count(&other).await.unwrap(),
+        store
+            .subscriptions()
+            .tenant_lane_count(&other)
+            .await
+            .unwrap(),
         2,
         "counted whole: 2"
     );
@@ -1109,7 +1129,7 @@ async fn subscribed(store: &AwsStore, tenant: &TenantId, n: usize) -> Vec<String
     let mut subs = Vec::new();
     for _ in 0..n {
         let sub = contract::subscription(tenant, &["*"]);
-        store.insert(&sub).await.unwrap();
+        store.subscriptions().insert(&sub).await.unwrap();
         subs.push(sub.id.as_str().to_owned());
     }
     subs
@@ -1276,14 +1296,16 @@ async fn only_a_delivery_not_delivered_at_once_enters_the_by_event_index() {
     )
     .await
     .unwrap());
-    let mut changed = SubscriptionStore::get(&ctx.store, tenant, sub)
+    let mut changed = SubscriptionStore::get(ctx.store.subscriptions(), tenant, sub)
         .await
         .unwrap()
         .unwrap();
     changed.filters = contract::subscription(tenant, &["other.*"]).filters;
-    assert!(SubscriptionStore::update(&ctx.store, &changed)
-        .await
-        .unwrap());
+    assert!(
+        SubscriptionStore::update(ctx.store.subscriptions(), &changed)
+            .await
+            .unwrap()
+    );
     let views = hooklane_core::ports::DeliveryViews::of_event(&ctx.store.views(), tenant, &event)
         .await
         .unwrap();
@@ -1445,7 +1467,7 @@ async fn a_first_attempts_late_outcome_and_the_next_attempt_do_not_both_stand() 
     let store = fresh_store(30).await;
     let tenant = TenantId::parse("acme").unwrap();
     let sub = contract::subscription(&tenant, &["*"]);
-    store.insert(&sub).await.unwrap();
+    store.subscriptions().insert(&sub).await.unwrap();
     let delivery = |attempts: u32, event: &EventId| Delivery {
         seq: 0,
         tenant: tenant.clone(),
@@ -1618,7 +1640,7 @@ async fn a_hold_read_without_the_record_ends_a_delivery_at_its_own_attempts_unle
     let store = fresh_store(30).await;
     let tenant = TenantId::parse("acme").unwrap();
     let sub = contract::subscription(&tenant, &["*"]);
-    store.insert(&sub).await.unwrap();
+    store.subscriptions().insert(&sub).await.unwrap();
     let event = EventId::generate();
     let d = unattempted(&tenant, &sub.id, &event);
     let t = time::OffsetDateTime::now_utc();
@@ -1804,7 +1826,7 @@ async fn a_fan_out_that_fails_before_the_answer_moves_its_tenant_to_the_ingest_q
     .await;
     let tenant = TenantId::parse("acme").unwrap();
     let sub = contract::subscription(&tenant, &["*"]);
-    broken.insert(&sub).await.unwrap();
+    broken.subscriptions().insert(&sub).await.unwrap();
     let first = an_event(&tenant);
     let accepted = broken_engine.publish(first.clone()).await;
     assert!(
@@ -1818,7 +1840,7 @@ async fn a_fan_out_that_fails_before_the_answer_moves_its_tenant_to_the_ingest_q
     // An untouched tenant still fans out in the API.
     let other = TenantId::parse("other").unwrap();
     let other_sub = contract::subscription(&other, &["*"]);
-    store.insert(&other_sub).await.unwrap();
+    store.subscriptions().insert(&other_sub).await.unwrap();
     let third = an_event(&other);
     engine.publish(third.clone()).await.unwrap();
 
@@ -1870,7 +1892,7 @@ async fn a_crash_between_the_archive_write_and_the_fan_out_is_fanned_out_by_the_
     let (store, engine) = api_path(&fresh_store(30).await, true, |_| {}).await;
     let tenant = TenantId::parse("acme").unwrap();
     let sub = contract::subscription(&tenant, &["*"]);
-    store.insert(&sub).await.unwrap();
+    store.subscriptions().insert(&sub).await.unwrap();
     let event = an_event(&tenant);
     // The archive write, then the crash: the caller never fans out.
     let (accepted, by) = store
@@ -1922,7 +1944,11 @@ async fn on_the_api_path_a_batch_is_fanned_out_together_in_order() {
 /// reads them.
 async fn fan_out_page(store: &AwsStore, tenant: &TenantId, ty: &str) -> Vec<String> {
     let ty = EventType::parse(ty).unwrap();
-    let page = store.matching(tenant, &ty, None, 500).await.unwrap();
+    let page = store
+        .subscriptions()
+        .matching(tenant, &ty, None, 500)
+        .await
+        .unwrap();
     page.iter().map(|s| s.id.as_str().to_owned()).collect()
 }
 
@@ -1934,6 +1960,7 @@ async fn matching_ids(store: &AwsStore, tenant: &TenantId, ty: &str) -> Vec<Stri
     let mut after: Option<SubscriptionId> = None;
     loop {
         let page = store
+            .subscriptions()
             .matching(tenant, &ty, after.as_ref(), 2)
             .await
             .unwrap();
@@ -1955,7 +1982,7 @@ async fn a_patch_removes_the_type_index_entries_of_filters_it_took_off_unless_ju
     let store = fresh_store(30).await;
     let tenant = TenantId::parse("trim").unwrap();
     let sub = contract::subscription(&tenant, &["a.x", "b.*", "c.y"]);
-    store.insert(&sub).await.unwrap();
+    store.subscriptions().insert(&sub).await.unwrap();
     let ddb = aws_sdk_dynamodb::Client::new(&hooklane_tests::aws::sdk().await);
     let table = store.settings().table.clone();
     let entry_key = |filter: &str| {
@@ -2005,7 +2032,7 @@ async fn a_patch_removes_the_type_index_entries_of_filters_it_took_off_unless_ju
         .iter()
         .map(|f| EventFilter::parse(f).unwrap())
         .collect();
-    assert!(store.update(&patched).await.unwrap());
+    assert!(store.subscriptions().update(&patched).await.unwrap());
     assert!(
         !has_entry("a.x").await,
         "the old entry of a filter taken off goes"
@@ -2027,19 +2054,24 @@ async fn a_wide_tenants_fan_out_reads_only_the_subscriptions_that_match() {
     let mut noise = Vec::new();
     for _ in 0..60 {
         let s = subscription(&tenant, &["noise.x"]);
-        store.insert(&s).await.unwrap();
+        store.subscriptions().insert(&s).await.unwrap();
         noise.push(s);
     }
     let exact = subscription(&tenant, &["invoice.paid"]);
     let prefix = subscription(&tenant, &["invoice.*", "noise.y"]);
     let gone = subscription(&tenant, &["invoice.paid"]);
     for s in [&exact, &prefix, &gone] {
-        store.insert(s).await.unwrap();
+        store.subscriptions().insert(s).await.unwrap();
     }
-    store.delete(&tenant, &gone.id).await.unwrap().unwrap();
+    store
+        .subscriptions()
+        .delete(&tenant, &gone.id)
+        .await
+        .unwrap()
+        .unwrap();
     // One registered before the index existed: no entries.
     let legacy = subscription(&tenant, &["invoice.paid"]);
-    store.insert(&legacy).await.unwrap();
+    store.subscriptions().insert(&legacy).await.unwrap();
     let ddb = aws_sdk_dynamodb::Client::new(&hooklane_tests::aws::sdk().await);
     ddb.delete_item()
         .table_name(&store.settings().table)
@@ -2064,38 +2096,47 @@ async fn a_wide_tenants_fan_out_reads_only_the_subscriptions_that_match() {
     want.sort();
 
     // The first fan-out reads the tenant and indexes it.
-    let before = store.fan_out_subscriptions_read();
+    let before = store.subscriptions().fan_out_subscriptions_read();
     assert_eq!(fan_out_page(&store, &tenant, "invoice.paid").await, want);
     assert!(
-        store.fan_out_subscriptions_read() - before >= 62,
+        store.subscriptions().fan_out_subscriptions_read() - before >= 62,
         "read the tenant"
     );
 
     // Then only the ones that match are read.
-    let before = store.fan_out_subscriptions_read();
+    let before = store.subscriptions().fan_out_subscriptions_read();
     assert_eq!(matching_ids(&store, &tenant, "invoice.paid").await, want);
-    let read = store.fan_out_subscriptions_read() - before;
+    let read = store.subscriptions().fan_out_subscriptions_read() - before;
     // Paged two at a time: each page reads the candidates after its
     // cursor (3, then 1).
     assert!(read <= 4, "read {read} subscriptions for invoice.paid");
     // A type most of the tenant takes reads the tenant (cheaper), rightly.
     assert_eq!(matching_ids(&store, &tenant, "noise.x").await.len(), 60);
-    let before = store.fan_out_subscriptions_read();
+    let before = store.subscriptions().fan_out_subscriptions_read();
     assert!(matching_ids(&store, &tenant, "refund.made")
         .await
         .is_empty());
-    assert_eq!(store.fan_out_subscriptions_read(), before, "nothing read");
+    assert_eq!(
+        store.subscriptions().fan_out_subscriptions_read(),
+        before,
+        "nothing read"
+    );
 
     // Registrations, filter changes and deletes keep it right.
     let late = subscription(&tenant, &["invoice.paid"]);
-    store.insert(&late).await.unwrap();
+    store.subscriptions().insert(&late).await.unwrap();
     let mut moved = noise[0].clone();
     moved.filters = vec![hooklane_core::domain::EventFilter::parse("invoice.*").unwrap()];
-    assert!(store.update(&moved).await.unwrap());
+    assert!(store.subscriptions().update(&moved).await.unwrap());
     let mut away = prefix.clone();
     away.filters = vec![hooklane_core::domain::EventFilter::parse("noise.y").unwrap()];
-    assert!(store.update(&away).await.unwrap());
-    store.delete(&tenant, &exact.id).await.unwrap().unwrap();
+    assert!(store.subscriptions().update(&away).await.unwrap());
+    store
+        .subscriptions()
+        .delete(&tenant, &exact.id)
+        .await
+        .unwrap()
+        .unwrap();
     let mut want: Vec<String> = [&late, &moved, &legacy]
         .iter()
         .map(|s| s.id.as_str().to_owned())
@@ -2108,7 +2149,7 @@ async fn a_wide_tenants_fan_out_reads_only_the_subscriptions_that_match() {
     let mut theirs = Vec::new();
     for filter in std::iter::repeat_n("noise.x", 50).chain(["invoice.paid"]) {
         let s = subscription(&neighbour, &[filter]);
-        store.insert(&s).await.unwrap();
+        store.subscriptions().insert(&s).await.unwrap();
         theirs.push(s);
     }
     let their_id = vec![theirs[50].id.as_str().to_owned()];
@@ -2126,7 +2167,7 @@ async fn a_wide_tenants_fan_out_reads_only_the_subscriptions_that_match() {
     // reads through it from then on.
     let other = AwsStore::new(&hooklane_tests::aws::sdk().await, store.settings().clone());
     assert_eq!(fan_out_page(&other, &tenant, "invoice.paid").await, want);
-    let before = other.fan_out_subscriptions_read();
+    let before = other.subscriptions().fan_out_subscriptions_read();
     assert_eq!(matching_ids(&other, &tenant, "invoice.paid").await, want);
-    assert!(other.fan_out_subscriptions_read() - before <= 5);
+    assert!(other.subscriptions().fan_out_subscriptions_read() - before <= 5);
 }

@@ -76,7 +76,7 @@ async fn one_queued_delivery(
     let tenant = TenantId::parse("acme").unwrap();
     let mut sub = contract::subscription(&tenant, &["*"]);
     sub.url = url::Url::parse(&rx.url("a")).unwrap();
-    store.insert(&sub).await.unwrap();
+    store.subscriptions().insert(&sub).await.unwrap();
     let event = Event {
         id: EventId::generate(),
         tenant: tenant.clone(),

@@ -12,7 +12,7 @@ use hooklane_core::domain::{KeyId, TenantId};
 use hooklane_core::ports::{Access, StoreResult};
 use hooklane_core::record::{from_ms, ms};
 
-use super::keys::{key_pk, key_sk, tenant_pk};
+use super::keys::{key_pk, key_sk, tenant_pk, PORTAL_PK};
 use super::{backend, cancelled_by_condition, corrupt, get_n, get_s, is_condition_failed, Item};
 use crate::{number_attr, string_attr};
 
@@ -20,8 +20,6 @@ super::table::table_port!(
     /// Tenant keys and the portal key on DynamoDB.
     AwsAccess
 );
-
-const PORTAL_PK: &str = "C#portal";
 
 fn key_item(pk: String, sk: String, key: &ApiKey, hash: &str) -> Item {
     Item::from([

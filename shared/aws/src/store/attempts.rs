@@ -8,6 +8,7 @@ use hooklane_core::domain::{Attempt, AttemptId, EventId, EventType, Subscription
 use hooklane_core::ports::{AttemptLog, StoreError, StoreResult};
 use hooklane_core::record::{from_ms, ms};
 
+use super::keys::log_pk;
 use super::{
     backend, corrupt, get_n, get_s, padded, readable, required_n, time_seq, took_effect, Item,
     RETENTION_SECS,
@@ -20,10 +21,6 @@ const KEY_TRIES: usize = 5;
 
 /// Pages a list reads at most to find its entries.
 const LIST_PAGES: usize = 20;
-
-pub(super) fn log_pk(tenant: &TenantId, sub: &SubscriptionId) -> String {
-    format!("A#{}#{}", tenant.as_str(), sub.as_str())
-}
 
 fn from_item(item: &Item) -> StoreResult<(i64, Attempt)> {
     let text = |k: &str| get_s(item, k).ok_or_else(|| corrupt("attempt"));

@@ -12,16 +12,10 @@ use hooklane_core::domain::{ArchivePosition, BackfillJob, Subscription, Subscrip
 use hooklane_core::ports::{Backfills, StoreResult};
 use hooklane_core::record::{from_ms, ms};
 
-use super::keys::{sub_sk, tenant_pk};
+use super::keys::{job_pk, sub_sk, tenant_pk, JOB_SK};
 use super::{backend, corrupt, get_n, get_s, readable, required_n, Item};
 use crate::messages::{dedup_id, BackfillMessage, FanOutMessage};
 use crate::{number_attr, string_attr};
-
-fn job_pk(sub: &SubscriptionId) -> String {
-    format!("B#{}", sub.as_str())
-}
-
-const JOB_SK: &str = "B";
 
 fn job_of(item: &Item) -> StoreResult<BackfillJob> {
     let text = |k: &str| get_s(item, k).ok_or_else(|| corrupt("backfill job"));

@@ -1,10 +1,17 @@
 //! Many items at once: `BatchGetItem` in chunks of 100 and
 //! `BatchWriteItem` in chunks of 25, each asking again, a few times and
 //! after a short pause, for what DynamoDB leaves unprocessed (it does when
-//! a partition is throttled), and failing when some is still left.
+//! a partition is throttled), and failing when some is still left; and
+//! `TransactWriteItems`, tried again when a concurrent transaction on the
+//! same items cancelled it.
 
 use aws_sdk_dynamodb::types::{DeleteRequest, PutRequest, WriteRequest};
 use hooklane_core::ports::{StoreError, StoreResult};
+
+use std::time::Duration;
+
+use aws_sdk_dynamodb::types::TransactWriteItem;
+use time::OffsetDateTime;
 
 use super::{backend, Item, Table};
 
@@ -13,6 +20,11 @@ const BATCH_GET_RETRIES: u32 = 5;
 
 /// How often a `BatchWriteItem` chunk is sent, at most.
 const BATCH_TRIES: u32 = 6;
+
+/// Tries of a transaction that a concurrent one on the same items
+/// cancelled (two fan-outs spilling at once, say), before the caller
+/// gives up (its message then comes back).
+const CONFLICT_TRIES: u32 = 8;
 
 impl Table {
     /// Several items by key (`pk`, `sk`), strongly consistent when
@@ -144,4 +156,49 @@ pub(crate) fn delete(key: Item) -> StoreResult<WriteRequest> {
                 .map_err(backend)?,
         )
         .build())
+}
+
+/// How a transaction ended.
+pub(crate) enum Txn {
+    /// Applied.
+    Done,
+    /// The condition of the action at this index did not hold.
+    ConditionFailed(usize),
+}
+
+impl Table {
+    /// Runs one transaction; tries again when a concurrent transaction on
+    /// the same items cancelled it.
+    pub(crate) async fn transact(&self, actions: Vec<TransactWriteItem>) -> StoreResult<Txn> {
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let res = self
+                .ddb
+                .transact_write_items()
+                .set_transact_items(Some(actions.clone()))
+                .send()
+                .await;
+            let Err(e) = res else {
+                return Ok(Txn::Done);
+            };
+            let reasons: Vec<String> = match e.as_service_error() {
+                Some(aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError::TransactionCanceledException(c)) => c
+                    .cancellation_reasons()
+                    .iter()
+                    .map(|r| r.code().unwrap_or("None").to_owned())
+                    .collect(),
+                _ => return Err(backend(e)),
+            };
+            if let Some(i) = reasons.iter().position(|c| c == "ConditionalCheckFailed") {
+                return Ok(Txn::ConditionFailed(i));
+            }
+            let conflict = reasons.iter().any(|c| c == "TransactionConflict");
+            if !conflict || tries >= CONFLICT_TRIES {
+                return Err(backend(e));
+            }
+            let jitter = u64::from(OffsetDateTime::now_utc().nanosecond() % 20);
+            tokio::time::sleep(Duration::from_millis(10 * u64::from(tries) + jitter)).await;
+        }
+    }
 }

@@ -113,7 +113,9 @@ impl LaneQueue for AwsStore {
             let here = match there.get(&d.subscription_id) {
                 Some(here) => *here,
                 None => {
-                    let here = SubscriptionStore::get(self, &d.tenant, &d.subscription_id)
+                    let here = self
+                        .subs
+                        .get(&d.tenant, &d.subscription_id)
                         .await?
                         .is_some();
                     there.insert(d.subscription_id.clone(), here);
@@ -203,7 +205,9 @@ impl LaneQueue for AwsStore {
         // Health first: a delivered first attempt's outcome is its log
         // entry, and a success once written is not attempted again.
         if let Some(h) = &finish.health {
-            self.write_health(&d.tenant, &d.subscription_id, h).await?;
+            self.subs
+                .write_health(&d.tenant, &d.subscription_id, h)
+                .await?;
         }
         let first_logged = match (&finish.attempt, first_start) {
             (Some(a), Some(start)) => {

@@ -28,7 +28,7 @@ use hooklane_core::ports::{Accepted, EventArchive, FanOutBy, StoreError, StoreRe
 use hooklane_core::record::{from_ms, ms};
 use time::OffsetDateTime;
 
-use super::keys::tenant_pk;
+use super::keys::{event_sk, tenant_pk};
 use super::{
     backend, corrupt, get_n, get_s, is_condition_failed, key_of, readable, took_effect, Item,
     Table, RETENTION_SECS,
@@ -57,10 +57,6 @@ impl std::ops::Deref for AwsArchive {
     fn deref(&self) -> &Table {
         &self.table
     }
-}
-
-fn event_sk(id: &EventId) -> String {
-    format!("E#{}", id.as_str())
 }
 
 fn from_item(item: &Item) -> StoreResult<Event> {

@@ -31,12 +31,9 @@ use hooklane_core::ports::StoreResult;
 use hooklane_core::record::ms;
 use time::OffsetDateTime;
 
-use super::keys::tenant_pk;
+use super::keys::{tenant_pk, PATH_SK};
 use super::{backend, Table};
 use crate::{number_attr, string_attr};
-
-/// The sort key of a tenant's fan-out path item.
-const PATH_SK: &str = "Q#fan-out";
 
 /// How many moved tenants a process remembers before it starts over (and
 /// reads their items again).

@@ -48,9 +48,8 @@ use hooklane_core::ports::StoreResult;
 use hooklane_core::record::ms;
 use time::OffsetDateTime;
 
-use super::attempts::log_pk;
 use super::attempts::AwsAttemptLog;
-use super::keys::{record_pk, record_sk};
+use super::keys::{log_pk, record_pk, record_sk};
 use super::records::record_of;
 use super::records::AwsRecords;
 use super::{get_n, get_s, padded, took_effect, Item, RETENTION_SECS};

@@ -1,6 +1,7 @@
-//! The keys of the table's items that several store modules share, at the
-//! bottom of the store: every module that reads or writes a tenant's or a
-//! subscription's item takes its key from here.
+//! The keys of the table's items, at the bottom of the store: every module
+//! that reads or writes an item takes its key from here, so the table's
+//! whole key layout is in this one file (the list in [`super`]'s
+//! documentation follows it).
 
 use hooklane_core::domain::{EventId, KeyId, SubscriptionId, TenantId};
 
@@ -39,7 +40,63 @@ pub(crate) fn key_pk(hash: &str) -> String {
     format!("K#{hash}")
 }
 
+/// The partition key of the portal's signing key.
+pub(crate) const PORTAL_PK: &str = "C#portal";
+
 /// A tenant key's entry in its tenant's partition (for the list).
 pub(crate) fn key_sk(id: &KeyId) -> String {
     format!("K#{}", id.as_str())
+}
+
+/// The sort key of an archived event, in its tenant's partition.
+pub(crate) fn event_sk(id: &EventId) -> String {
+    format!("E#{}", id.as_str())
+}
+
+/// The partition key of a subscription's attempt log.
+pub(crate) fn log_pk(tenant: &TenantId, sub: &SubscriptionId) -> String {
+    format!("A#{}#{}", tenant.as_str(), sub.as_str())
+}
+
+/// The partition key of a subscription's backfill job.
+pub(crate) fn job_pk(sub: &SubscriptionId) -> String {
+    format!("B#{}", sub.as_str())
+}
+
+/// The sort key of a backfill job.
+pub(crate) const JOB_SK: &str = "B";
+
+/// The partition key of a subscription's rate-limit item.
+pub(crate) fn rate_pk(sub: &SubscriptionId) -> String {
+    format!("R#{}", sub.as_str())
+}
+
+/// The partition key of a lane's spilled deliveries: lane 0 keeps the
+/// name from before lanes.
+pub(crate) fn spill_pk(sub: &SubscriptionId, lane: u16) -> String {
+    match lane {
+        0 => format!("L#{}", sub.as_str()),
+        n => format!("L#{}#{n}", sub.as_str()),
+    }
+}
+
+/// The sort key of a tenant's fan-out path item.
+pub(crate) const PATH_SK: &str = "Q#fan-out";
+
+/// The sort key of a tenant's lane counter.
+pub(crate) const LANES_SK: &str = "Q#lanes";
+
+/// The sort key of one of a tenant's attempt slot items.
+pub(crate) fn slot_sk(shard: u16) -> String {
+    format!("Q#slots#{shard}")
+}
+
+/// The partition key of a filter's type index entries.
+pub(crate) fn entry_pk(tenant: &TenantId, filter: &str) -> String {
+    format!("F#{}#{}", tenant.as_str(), filter)
+}
+
+/// The key of the marker that says a tenant's type index is complete.
+pub(crate) fn marker_key(tenant: &TenantId) -> (String, String) {
+    (format!("F#{}", tenant.as_str()), "complete".to_owned())
 }

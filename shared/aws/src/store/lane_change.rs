@@ -34,7 +34,6 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use hooklane_core::domain::{lane_of, EventId, LaneCount, OrderingKey, SubscriptionId, TenantId};
 use hooklane_core::ports::StoreResult;
 
-use super::keys::{sub_sk, tenant_pk};
 use super::{backend, get_n, is_condition_failed, AwsStore, Item};
 use crate::messages::{After, DeliveryMessage};
 use crate::number_attr;
@@ -103,31 +102,6 @@ impl Placement {
 }
 
 impl AwsStore {
-    /// A subscription's placement: as just noted, or read (strongly
-    /// consistent); `None` when it is gone.
-    pub(crate) async fn placement(
-        &self,
-        tenant: &TenantId,
-        sub: &SubscriptionId,
-    ) -> StoreResult<Option<Placement>> {
-        if let Some(p) = self.placements.fresh(sub) {
-            return Ok(Some(p));
-        }
-        self.placement_now(tenant, sub).await
-    }
-
-    pub(crate) async fn placement_now(
-        &self,
-        tenant: &TenantId,
-        sub: &SubscriptionId,
-    ) -> StoreResult<Option<Placement>> {
-        let item = self.get_consistent(tenant_pk(tenant), sub_sk(sub)).await?;
-        Ok(item.filter(|i| !i.contains_key("deleted_at")).map(|i| {
-            self.placements.note(sub, &i);
-            Placement::of(&i)
-        }))
-    }
-
     /// Where a subscription's live deliveries go now, switching it to its
     /// new lanes first when they changed and no earlier switch is still
     /// draining; `None` when it is gone (its messages are left as they are:
@@ -139,7 +113,7 @@ impl AwsStore {
         tenant: &TenantId,
         sub: &SubscriptionId,
     ) -> StoreResult<Option<Placement>> {
-        let Some(mut p) = self.placement(tenant, sub).await? else {
+        let Some(mut p) = self.subs.placement(tenant, sub).await? else {
             return Ok(None);
         };
         for _ in 0..SWITCH_TRIES {
@@ -148,7 +122,7 @@ impl AwsStore {
             }
             match self.switch(tenant, sub, &p).await? {
                 Some(now) => p = now,
-                None => match self.placement_now(tenant, sub).await? {
+                None => match self.subs.placement_now(tenant, sub).await? {
                     Some(now) => p = now,
                     None => return Ok(None),
                 },
@@ -196,7 +170,7 @@ impl AwsStore {
         }
         match req.send().await {
             Ok(_) => {
-                self.placements.forget(sub);
+                self.subs.placements.forget(sub);
                 tracing::info!(
                     subscription_id = sub.as_str(),
                     from = p.sent.get(),
@@ -213,7 +187,7 @@ impl AwsStore {
                 }))
             }
             Err(e) if is_condition_failed(&e) => {
-                self.placements.forget(sub);
+                self.subs.placements.forget(sub);
                 Ok(None)
             }
             Err(e) => Err(backend(e)),
@@ -237,7 +211,7 @@ impl AwsStore {
             .expression_attribute_values(":gen", number_attr(after.generation))
             .send()
             .await;
-        self.placements.forget(sub);
+        self.subs.placements.forget(sub);
         match res {
             Ok(_) => Ok(()),
             Err(e) if is_condition_failed(&e) => Ok(()),
@@ -254,6 +228,7 @@ impl AwsStore {
         after: &After,
     ) -> StoreResult<bool> {
         Ok(self
+            .subs
             .placement_now(tenant, sub)
             .await?
             .is_some_and(|p| p.holds(after)))

@@ -18,6 +18,12 @@
 //! - tenant key: `K#{hash of its text}`, `key` (what a request reads) and
 //!   `T#{tenant}`, `K#{id}` (the list); the portal key: `C#portal`, `key`
 //!   ([`access`])
+//! - a tenant's fan-out path: `T#{tenant}`, `Q#fan-out` ([`fan_out_path`])
+//! - backfill job: `B#{subscription}`, `B` ([`backfill`])
+//! - type index entry: `F#{tenant}#{filter}`, `S#{id}`; its marker
+//!   `F#{tenant}`, `complete` ([`type_index`])
+//!
+//! Every key is built in [`keys`].
 //!
 //! TTL deletion can be days late, so reads drop expired items in code.
 
@@ -44,6 +50,7 @@ mod sending;
 mod slow_pool;
 mod spill;
 mod sub_item;
+pub mod subs;
 mod subscriptions;
 pub mod suspensions;
 mod table;
@@ -81,25 +88,20 @@ fn ddb_config(sdk: &aws_config::SdkConfig) -> aws_sdk_dynamodb::config::Builder 
         .retry_classifier(conflicts::RetryTransactionConflicts)
 }
 
-/// The AWS adapter: clients built once, cheap to clone. Most ports are
-/// objects of their own over its [`Table`] ([`AwsStore::store_ports`]);
-/// it implements the subscriptions and the lane queue itself, which share
-/// its caches, and reads its table's fields through it (`Deref`).
+/// The AWS adapter: clients built once, cheap to clone. Every port but the
+/// lane queue is an object of its own over its [`Table`]
+/// ([`AwsStore::store_ports`]); it is the lane queue, reading and noting
+/// subscription items through the subscription store's caches, and reads
+/// its table's fields through it (`Deref`).
 #[derive(Clone, Debug)]
 pub struct AwsStore {
     pub(crate) table: Table,
-    /// Lane spill flags as last read (shared by clones).
-    pub(crate) lane_flags: std::sync::Arc<lane_flags::LaneFlags>,
-    /// Lane placements as last read (shared by clones).
-    pub(crate) placements: std::sync::Arc<placements::Placements>,
-    /// Tenants' lane counts as last read (shared by clones).
-    pub(crate) tenant_lanes: std::sync::Arc<tenant_lanes::TenantLanes>,
+    /// The subscription store, whose caches of what subscription items
+    /// say (lane flags, placements, lane counts) the lanes read.
+    pub(crate) subs: subs::AwsSubscriptions,
     /// The event archive, a port of its own (sharing the tenants seen
     /// moved to the ingest queue with its clones).
     pub(crate) archive: events::AwsArchive,
-    /// Tenants whose fan-out reads through the type index (shared by
-    /// clones).
-    pub(crate) type_indexes: std::sync::Arc<type_index_known::TypeIndexes>,
     /// First attempts begun and not finished, with their starts (shared by
     /// clones).
     pub(crate) first_starts: std::sync::Arc<first_attempt::FirstStarts>,
@@ -159,11 +161,8 @@ impl AwsStore {
                 table: table.clone(),
                 moved: Default::default(),
             },
+            subs: subs::AwsSubscriptions::over(table.clone()),
             table,
-            lane_flags: Default::default(),
-            placements: Default::default(),
-            tenant_lanes: Default::default(),
-            type_indexes: Default::default(),
             first_starts: Default::default(),
         }
     }
@@ -185,17 +184,28 @@ impl AwsStore {
 
     /// The same adapter over another DynamoDB client (tests observe the
     /// requests the adapter sends through one with an interceptor).
-    pub fn with_dynamodb(mut self, ddb: aws_sdk_dynamodb::Client) -> Self {
-        self.table.ddb = ddb.clone();
-        self.archive.table.ddb = ddb;
-        self
+    pub fn with_dynamodb(self, ddb: aws_sdk_dynamodb::Client) -> Self {
+        self.retable(|t| t.ddb = ddb.clone())
     }
 
     /// The same adapter, running the slow pool.
-    pub fn in_slow_pool(mut self) -> Self {
-        self.table.pool = Pool::Slow;
-        self.archive.table.pool = Pool::Slow;
+    pub fn in_slow_pool(self) -> Self {
+        self.retable(|t| t.pool = Pool::Slow)
+    }
+
+    /// The same adapter with `change` made to its table and to the tables
+    /// of the port objects it holds (their caches stay shared).
+    fn retable(mut self, change: impl Fn(&mut Table)) -> Self {
+        change(&mut self.table);
+        change(&mut self.subs.table);
+        change(&mut self.archive.table);
         self
+    }
+
+    /// The subscription store, a port of its own (sharing its caches with
+    /// this adapter's lanes).
+    pub fn subscriptions(&self) -> &subs::AwsSubscriptions {
+        &self.subs
     }
 
     /// The event archive, a port of its own.
@@ -215,7 +225,7 @@ impl AwsStore {
         views::AwsViews {
             records: self.records(),
             archive: self.archive.clone(),
-            subscriptions: std::sync::Arc::new(self.clone()),
+            subscriptions: std::sync::Arc::new(self.subs.clone()),
         }
     }
 

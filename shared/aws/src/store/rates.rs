@@ -19,15 +19,12 @@ use hooklane_core::ports::StoreResult;
 use hooklane_core::rate::{from_micros, interval_us, micros, RateLimits, Slot, HORIZON};
 use time::OffsetDateTime;
 
+use super::keys::rate_pk;
 use super::{backend, get_n, is_condition_failed};
 use crate::{number_attr, string_attr};
 
 /// How long an unused rate item lives, in seconds.
 const IDLE_TTL_SECS: i64 = 24 * 3600;
-
-fn rate_pk(sub: &SubscriptionId) -> String {
-    format!("R#{}", sub.as_str())
-}
 
 super::table::table_port!(
     /// The rate limits of rate-limited subscriptions on DynamoDB.

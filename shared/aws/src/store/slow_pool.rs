@@ -170,10 +170,11 @@ impl AwsStore {
         sub: &SubscriptionId,
         lane: u16,
     ) -> StoreResult<bool> {
-        if self.placements.moved_lately(sub, lane) {
+        if self.subs.placements.moved_lately(sub, lane) {
             return Ok(true);
         }
         Ok(self
+            .subs
             .placement(tenant, sub)
             .await?
             .is_some_and(|p| p.slow.contains(&lane)))
@@ -187,6 +188,7 @@ impl AwsStore {
         lane: u16,
     ) -> StoreResult<bool> {
         Ok(self
+            .subs
             .placement_now(tenant, sub)
             .await?
             .is_some_and(|p| p.slow.contains(&lane)))
@@ -234,9 +236,9 @@ impl AwsStore {
         if let Some(m) = received {
             m.marked.store(true, Ordering::Release);
         }
-        self.placements.note_slow(sub, lane, true);
+        self.subs.placements.note_slow(sub, lane, true);
         if spill {
-            self.lane_flags.note(sub, lane, true);
+            self.subs.lane_flags.note(sub, lane, true);
         }
         tracing::info!(
             subscription_id = sub.as_str(),
@@ -295,7 +297,7 @@ impl AwsStore {
         match res {
             Ok(_) => Ok(true),
             Err(e) if is_condition_failed(&e) => {
-                self.placements.note_slow(h.sub, h.lane, false);
+                self.subs.placements.note_slow(h.sub, h.lane, false);
                 Ok(false)
             }
             Err(e) => Err(backend(e)),
@@ -327,7 +329,7 @@ impl AwsStore {
             }
             match req.condition_expression(guard.join(" AND ")).send().await {
                 Ok(_) => {
-                    self.placements.note_slow(h.sub, h.lane, false);
+                    self.subs.placements.note_slow(h.sub, h.lane, false);
                     tracing::info!(
                         subscription_id = h.sub.as_str(),
                         lane = h.lane,

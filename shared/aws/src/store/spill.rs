@@ -15,15 +15,16 @@
 //! (`UpdateItem`, `PutItem`, `DeleteItem`), which the fan-out and delivery
 //! roles already have.
 
-use std::time::Duration;
-
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update};
 use hooklane_core::domain::{SubscriptionId, TenantId};
 use hooklane_core::ports::StoreResult;
 use time::OffsetDateTime;
 
-use super::keys::{sub_sk, tenant_pk};
-use super::{backend, get_s, is_condition_failed, padded, time_seq, took_effect, AwsStore, Item};
+use super::batches::Txn;
+use super::keys::{spill_pk, sub_sk, tenant_pk};
+use super::{
+    backend, get_s, is_condition_failed, padded, time_seq, took_effect, AwsStore, Item, Table,
+};
 use crate::messages::DeliveryMessage;
 use crate::{number_attr, string_attr};
 
@@ -32,23 +33,12 @@ use crate::{number_attr, string_attr};
 const REFILL_PAGE: i32 = 99;
 /// Refill rounds before leaving the rest to the next success.
 const REFILL_ROUNDS: usize = 50;
-/// Tries of a transaction that a concurrent one on the same subscription
-/// cancelled (two fan-outs spilling at once), before the caller's message
-/// is left to come back.
-const CONFLICT_TRIES: u32 = 8;
 
 /// A lane: its tenant, subscription and live lane number. Lane 0 keeps
 /// the names from before lanes (`spilling`, `spilled`, `L#{subscription}`);
 /// lane n has `spilling_n`, `spilled_n` and `L#{subscription}#n`. A
 /// backfill delivery spills with lane 0.
 pub(crate) type Lane<'a> = (&'a TenantId, &'a SubscriptionId, u16);
-
-fn spill_pk(sub: &SubscriptionId, lane: u16) -> String {
-    match lane {
-        0 => format!("L#{}", sub.as_str()),
-        n => format!("L#{}#{n}", sub.as_str()),
-    }
-}
 
 /// A lane's spill flag attribute.
 pub(crate) fn spill_flag(lane: u16) -> String {
@@ -90,14 +80,6 @@ pub(crate) fn lanes_that_spilled(item: &Item) -> Vec<u16> {
     lanes.sort_unstable();
     lanes.dedup();
     lanes
-}
-
-/// How a transaction ended.
-pub(super) enum Txn {
-    /// Applied.
-    Done,
-    /// The condition of the action at this index did not hold.
-    ConditionFailed(usize),
 }
 
 impl AwsStore {
@@ -153,48 +135,13 @@ impl AwsStore {
             TransactWriteItem::builder().update(count).build(),
             TransactWriteItem::builder().put(keep).build(),
         ];
-        match self.transact(actions).await? {
+        match self.table.transact(actions).await? {
             Txn::Done => Ok(true),
             // The lane no longer spills: the caller sends to the queue.
             Txn::ConditionFailed(0) => Ok(false),
             // The same delivery, kept and counted at this very instant by a
             // concurrent copy of this fan-out: nothing more to keep.
             Txn::ConditionFailed(_) => Ok(true),
-        }
-    }
-
-    /// Runs one transaction; tries again when a concurrent transaction on
-    /// the same items cancelled it.
-    pub(super) async fn transact(&self, actions: Vec<TransactWriteItem>) -> StoreResult<Txn> {
-        let mut tries = 0;
-        loop {
-            tries += 1;
-            let res = self
-                .ddb
-                .transact_write_items()
-                .set_transact_items(Some(actions.clone()))
-                .send()
-                .await;
-            let Err(e) = res else {
-                return Ok(Txn::Done);
-            };
-            let reasons: Vec<String> = match e.as_service_error() {
-                Some(aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError::TransactionCanceledException(c)) => c
-                    .cancellation_reasons()
-                    .iter()
-                    .map(|r| r.code().unwrap_or("None").to_owned())
-                    .collect(),
-                _ => return Err(backend(e)),
-            };
-            if let Some(i) = reasons.iter().position(|c| c == "ConditionalCheckFailed") {
-                return Ok(Txn::ConditionFailed(i));
-            }
-            let conflict = reasons.iter().any(|c| c == "TransactionConflict");
-            if !conflict || tries >= CONFLICT_TRIES {
-                return Err(backend(e));
-            }
-            let jitter = u64::from(OffsetDateTime::now_utc().nanosecond() % 20);
-            tokio::time::sleep(Duration::from_millis(10 * u64::from(tries) + jitter)).await;
         }
     }
 
@@ -223,9 +170,9 @@ impl AwsStore {
                 .map_err(backend)?;
             actions.push(TransactWriteItem::builder().delete(delete).build());
         }
-        match self.transact(actions).await? {
+        match self.table.transact(actions).await? {
             Txn::Done => Ok(()),
-            Txn::ConditionFailed(_) => self.delete_spilled(lane, items).await,
+            Txn::ConditionFailed(_) => delete_spilled(&self.table, lane, items).await,
         }
     }
 
@@ -247,14 +194,14 @@ impl AwsStore {
                 .send()
                 .await,
         )?;
-        self.lane_flags.note(sub, lane, true);
+        self.subs.lane_flags.note(sub, lane, true);
         Ok(())
     }
 
     /// Whether a lane spills: as its subscription's last read noted, or
     /// read from the item when it was not noted.
     pub(crate) async fn spilling(&self, lane: Lane<'_>) -> StoreResult<bool> {
-        match self.lane_flags.get(lane.1, lane.2) {
+        match self.subs.lane_flags.get(lane.1, lane.2) {
             Some(flag) => Ok(flag),
             None => self.spilling_now(lane).await,
         }
@@ -265,40 +212,8 @@ impl AwsStore {
         let item = self.get_consistent(tenant_pk(tenant), sub_sk(sub)).await?;
         let lanes = item.as_ref().map(spilling_lanes).unwrap_or_default();
         let flag = lanes.contains(&lane);
-        self.lane_flags.note_all(sub, lanes);
+        self.subs.lane_flags.note_all(sub, lanes);
         Ok(flag)
-    }
-
-    async fn spilled_page(&self, (_, sub, lane): Lane<'_>) -> StoreResult<Vec<Item>> {
-        let resp = self
-            .ddb
-            .query()
-            .table_name(&self.settings.table)
-            .key_condition_expression("pk = :pk")
-            .expression_attribute_values(":pk", string_attr(spill_pk(sub, lane)))
-            .consistent_read(true)
-            .limit(REFILL_PAGE)
-            .send()
-            .await
-            .map_err(backend)?;
-        Ok(resp.items.unwrap_or_default())
-    }
-
-    async fn delete_spilled(&self, (_, sub, lane): Lane<'_>, items: &[Item]) -> StoreResult<()> {
-        for item in items {
-            let Some(sk) = get_s(item, "sk") else {
-                continue;
-            };
-            self.ddb
-                .delete_item()
-                .table_name(&self.settings.table)
-                .key("pk", string_attr(spill_pk(sub, lane)))
-                .key("sk", string_attr(sk))
-                .send()
-                .await
-                .map_err(backend)?;
-        }
-        Ok(())
     }
 
     /// Refills the subscription's lane if it is still spilling (a refill
@@ -316,7 +231,7 @@ impl AwsStore {
         let (tenant, sub, n) = lane;
         let (flag, counter) = lane_attrs(n);
         for _ in 0..REFILL_ROUNDS {
-            let items = self.spilled_page(lane).await?;
+            let items = spilled_page(&self.table, lane).await?;
             if !items.is_empty() {
                 let msgs = self.refillable(sub, &items).await?;
                 self.send_deliveries(&msgs, "").await?;
@@ -341,7 +256,7 @@ impl AwsStore {
                 .await;
             match cleared {
                 Ok(_) => {
-                    self.lane_flags.note(sub, n, false);
+                    self.subs.lane_flags.note(sub, n, false);
                     return Ok(());
                 }
                 Err(e) if is_condition_failed(&e) => continue,
@@ -382,19 +297,56 @@ impl AwsStore {
         }
         Ok(msgs)
     }
+}
 
-    /// Deletes a deleted subscription's spilled deliveries of one lane;
-    /// returns how many.
-    pub(crate) async fn drop_spilled(&self, lane: Lane<'_>) -> StoreResult<u64> {
-        let mut dropped = 0;
-        for _ in 0..REFILL_ROUNDS * 100 {
-            let items = self.spilled_page(lane).await?;
-            if items.is_empty() {
-                break;
-            }
-            self.delete_spilled(lane, &items).await?;
-            dropped += items.len() as u64;
-        }
-        Ok(dropped)
+async fn spilled_page(table: &Table, (_, sub, lane): Lane<'_>) -> StoreResult<Vec<Item>> {
+    let resp = table
+        .ddb
+        .query()
+        .table_name(&table.settings.table)
+        .key_condition_expression("pk = :pk")
+        .expression_attribute_values(":pk", string_attr(spill_pk(sub, lane)))
+        .consistent_read(true)
+        .limit(REFILL_PAGE)
+        .send()
+        .await
+        .map_err(backend)?;
+    Ok(resp.items.unwrap_or_default())
+}
+
+async fn delete_spilled(
+    table: &Table,
+    (_, sub, lane): Lane<'_>,
+    items: &[Item],
+) -> StoreResult<()> {
+    for item in items {
+        let Some(sk) = get_s(item, "sk") else {
+            continue;
+        };
+        table
+            .ddb
+            .delete_item()
+            .table_name(&table.settings.table)
+            .key("pk", string_attr(spill_pk(sub, lane)))
+            .key("sk", string_attr(sk))
+            .send()
+            .await
+            .map_err(backend)?;
     }
+    Ok(())
+}
+
+/// Deletes a deleted subscription's spilled deliveries of one lane;
+/// returns how many.
+pub(crate) async fn drop_spilled(table: &Table, lane: Lane<'_>) -> StoreResult<u64> {
+    let mut dropped = 0;
+    for _ in 0..REFILL_ROUNDS * 100 {
+        let items = spilled_page(table, lane).await?;
+        if items.is_empty() {
+            break;
+        }
+        delete_spilled(table, lane, &items).await?;
+        dropped += items.len() as u64;
+    }
+    Ok(dropped)
 }

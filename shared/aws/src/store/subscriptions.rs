@@ -9,16 +9,16 @@ use hooklane_core::domain::{EventType, Health, Subscription, SubscriptionId, Ten
 use hooklane_core::ports::{StoreResult, SubscriptionStore};
 use hooklane_core::record::{ms, SubscriptionRecord};
 
+use super::batches::Txn;
 use super::keys::{sub_sk, tenant_pk};
 use super::sub_item::{editable_fields, from_item, to_item, EDITABLE};
-use super::{
-    backend, get_s, is_condition_failed, key_of, readable_keyed, took_effect, AwsStore, Item,
-};
+use super::subs::AwsSubscriptions;
+use super::{backend, get_s, is_condition_failed, key_of, readable_keyed, took_effect, Item};
 use crate::{number_attr, string_attr};
 
 use super::table::UpdateBuilder;
 
-impl AwsStore {
+impl AwsSubscriptions {
     /// Writes a subscription's health record (when a delivery's retry
     /// sequence ended).
     pub(crate) async fn write_health(
@@ -88,7 +88,32 @@ impl AwsStore {
     }
 }
 
-impl AwsStore {
+impl AwsSubscriptions {
+    /// A subscription's placement: as just noted, or read (strongly
+    /// consistent); `None` when it is gone.
+    pub(crate) async fn placement(
+        &self,
+        tenant: &TenantId,
+        sub: &SubscriptionId,
+    ) -> StoreResult<Option<super::lane_change::Placement>> {
+        if let Some(p) = self.placements.fresh(sub) {
+            return Ok(Some(p));
+        }
+        self.placement_now(tenant, sub).await
+    }
+
+    pub(crate) async fn placement_now(
+        &self,
+        tenant: &TenantId,
+        sub: &SubscriptionId,
+    ) -> StoreResult<Option<super::lane_change::Placement>> {
+        let item = self.get_consistent(tenant_pk(tenant), sub_sk(sub)).await?;
+        Ok(item.filter(|i| !i.contains_key("deleted_at")).map(|i| {
+            self.placements.note(sub, &i);
+            super::lane_change::Placement::of(&i)
+        }))
+    }
+
     /// The conditional update of a subscription's editable fields: on
     /// condition it is live and its `lanes` are still `was`'s, writing
     /// `sent_lanes` first if the item never switched lanes.
@@ -149,7 +174,7 @@ impl AwsStore {
 }
 
 #[async_trait]
-impl SubscriptionStore for AwsStore {
+impl SubscriptionStore for AwsSubscriptions {
     async fn insert(&self, sub: &Subscription) -> StoreResult<()> {
         // Idempotent (see `write_token`): a retried put of this insert
         // whose answer was lost succeeds rather than failing the create.
@@ -176,12 +201,10 @@ impl SubscriptionStore for AwsStore {
             .build();
         let count = self.count_lanes_in(&sub.tenant, i64::from(sub.lanes.get()))?;
         match self.transact(vec![put, count]).await? {
-            super::spill::Txn::Done => Ok(()),
-            super::spill::Txn::ConditionFailed(_) => {
-                Err(hooklane_core::ports::StoreError::Conflict(
-                    "a subscription with this id exists".into(),
-                ))
-            }
+            Txn::Done => Ok(()),
+            Txn::ConditionFailed(_) => Err(hooklane_core::ports::StoreError::Conflict(
+                "a subscription with this id exists".into(),
+            )),
         }
     }
 
@@ -291,7 +314,7 @@ impl SubscriptionStore for AwsStore {
         // spilled has its counter on the item.
         let mut dropped = 0;
         for lane in super::spill::lanes_that_spilled(&item) {
-            dropped += self.drop_spilled((tenant, id, lane)).await?;
+            dropped += super::spill::drop_spilled(&self.table, (tenant, id, lane)).await?;
         }
         if let Some(lanes) = super::get_n(&item, "lanes") {
             self.uncount_lanes(tenant, lanes, &token).await;

@@ -51,6 +51,15 @@ impl Table {
             .key("sk", string_attr(sub_sk(id)))
     }
 
+    /// An `UpdateItem` of one of a tenant's items (its expression to come).
+    pub(crate) fn tenant_item(&self, tenant: &TenantId, sk: String) -> UpdateBuilder {
+        self.ddb
+            .update_item()
+            .table_name(&self.settings.table)
+            .key("pk", string_attr(tenant_pk(tenant)))
+            .key("sk", string_attr(sk))
+    }
+
     /// The pool this process runs.
     pub fn pool(&self) -> Pool {
         self.pool

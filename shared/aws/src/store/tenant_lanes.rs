@@ -10,7 +10,7 @@
 //! more than `limit` attempts in flight, and takes no slot. The tenant's
 //! lane count is a counter item kept by register, `PATCH` and `DELETE`
 //! (`T#{tenant}`, `Q#lanes`), read eventually consistent and kept for
-//! [`FRESH`] per process: half a read unit per tenant per ten seconds per
+//! [`FRESH`](super::subs::FRESH) per process: half a read unit per tenant per ten seconds per
 //! function instance. The counter errs high, never low: a lane increase is
 //! counted before it is written (with the insert, in one transaction), a
 //! decrease never (old lanes deliver until their fences pass), a deletion
@@ -18,87 +18,20 @@
 //! tenant never counted whole (registered before the counter existed) is
 //! counted from its subscriptions at its first delivery. A high counter
 //! costs bookkeeping, not the bound. A tenant whose lanes pass the bound is
-//! bounded within [`FRESH`].
+//! bounded within [`FRESH`](super::subs::FRESH).
 //!
-
-use std::collections::HashMap;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use hooklane_core::domain::TenantId;
 use hooklane_core::ports::StoreResult;
 use hooklane_core::telemetry::Chain;
 
-use super::keys::tenant_pk;
-use super::{backend, get_n, AwsStore, Item};
+use super::keys::{tenant_pk, LANES_SK};
+use super::subs::AwsSubscriptions;
+use super::{backend, get_n, Item};
 use crate::{number_attr, string_attr};
 
-/// How long a tenant's lane count is taken as read.
-pub(crate) const FRESH: Duration = Duration::from_secs(10);
-
-/// The sort key of a tenant's lane counter.
-const LANES_SK: &str = "Q#lanes";
-
-/// Tenants' lane counts as last read (shared by clones).
-#[derive(Debug, Default)]
-pub(crate) struct TenantLanes {
-    noted: Mutex<HashMap<TenantId, (Instant, i64)>>,
-    /// A lock per tenant being counted whole, so that a process's
-    /// concurrent deliveries of a tenant never counted read its
-    /// subscriptions once, not once each.
-    seeding: Mutex<HashMap<TenantId, std::sync::Arc<tokio::sync::Mutex<()>>>>,
-}
-
-/// How many tenants' counts are kept before the map starts over.
-const KEEP: usize = 10_000;
-
-impl TenantLanes {
-    fn fresh(&self, tenant: &TenantId) -> Option<i64> {
-        let map = self.noted.lock().ok()?;
-        map.get(tenant)
-            .filter(|(at, _)| at.elapsed() < FRESH)
-            .map(|(_, n)| *n)
-    }
-
-    fn note(&self, tenant: &TenantId, lanes: i64) {
-        if let Ok(mut map) = self.noted.lock() {
-            if map.len() >= KEEP && !map.contains_key(tenant) {
-                map.clear();
-            }
-            map.insert(tenant.clone(), (Instant::now(), lanes));
-        }
-    }
-
-    /// The lock that counting `tenant` whole takes.
-    fn seeding(&self, tenant: &TenantId) -> std::sync::Arc<tokio::sync::Mutex<()>> {
-        let mut map = self.seeding.lock().expect("seeding lock");
-        if map.len() >= KEEP && !map.contains_key(tenant) {
-            map.retain(|_, lock| std::sync::Arc::strong_count(lock) > 1);
-        }
-        map.entry(tenant.clone()).or_default().clone()
-    }
-
-    /// Forgets a tenant's count (this process changed it).
-    fn forget(&self, tenant: &TenantId) {
-        if let Ok(mut map) = self.noted.lock() {
-            map.remove(tenant);
-        }
-    }
-}
-
-type UpdateBuilder = aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
-
-impl AwsStore {
-    /// An `UpdateItem` of one of a tenant's items (its expression to come).
-    pub(super) fn tenant_item(&self, tenant: &TenantId, sk: String) -> UpdateBuilder {
-        self.ddb
-            .update_item()
-            .table_name(&self.settings.table)
-            .key("pk", string_attr(tenant_pk(tenant)))
-            .key("sk", string_attr(sk))
-    }
-
+impl AwsSubscriptions {
     /// Adds `delta` to a tenant's lane counter.
     pub(crate) async fn count_lanes(&self, tenant: &TenantId, delta: i64) -> StoreResult<()> {
         if delta == 0 {
@@ -148,7 +81,7 @@ impl AwsStore {
     }
 
     /// A tenant's lane count (an upper bound) as the bound reads it: read
-    /// at most [`FRESH`] ago, counted whole first if it never was.
+    /// at most [`FRESH`](super::subs::FRESH) ago, counted whole first if it never was.
     pub async fn tenant_lane_count(&self, tenant: &TenantId) -> StoreResult<i64> {
         if let Some(n) = self.tenant_lanes.fresh(tenant) {
             return Ok(n);
@@ -188,7 +121,7 @@ impl AwsStore {
     /// to that, once (`seeded`), on condition it is still what was read:
     /// a registration racing with the count cancels the write, and the
     /// next read counts again. A decrement is applied only once seeded
-    /// ([`AwsStore::uncount_lanes`]).
+    /// ([`AwsSubscriptions::uncount_lanes`]).
     async fn seed_lane_count(&self, tenant: &TenantId, read: Option<&Item>) -> StoreResult<i64> {
         let seen = read.and_then(|i| get_n(i, "lanes"));
         let lanes: i64 = self
@@ -211,7 +144,7 @@ impl AwsStore {
             ),
         };
         // Not written (raced): the higher of the two is an upper bound for
-        // now, and the next read after [`FRESH`] counts again.
+        // now, and the next read after [`FRESH`](super::subs::FRESH) counts again.
         if super::took_effect(req.send().await)? {
             return Ok(lanes);
         }

@@ -30,7 +30,7 @@ use hooklane_core::ports::{StoreResult, TenantSlot};
 use hooklane_core::record::ms;
 use time::OffsetDateTime;
 
-use super::keys::tenant_pk;
+use super::keys::{slot_sk, tenant_pk};
 use super::{backend, is_condition_failed, AwsStore, Item};
 use crate::{number_attr, string_attr};
 
@@ -39,10 +39,6 @@ pub(crate) const SHARD_CAP: usize = 16;
 
 /// The most expired leases one write clears.
 const CLEAR_AT_ONCE: usize = 16;
-
-fn slot_sk(shard: u16) -> String {
-    format!("Q#slots#{shard}")
-}
 
 /// The caps of a bound's shards: as few shards of at most [`SHARD_CAP`]
 /// as hold `limit`, with the slots spread evenly.
@@ -62,7 +58,7 @@ impl AwsStore {
         limit: usize,
         hold: Duration,
     ) -> StoreResult<TenantSlot> {
-        if self.tenant_lane_count(&d.tenant).await? <= limit as i64 {
+        if self.subs.tenant_lane_count(&d.tenant).await? <= limit as i64 {
             return Ok(TenantSlot::Unbounded);
         }
         let caps = shard_caps(limit);

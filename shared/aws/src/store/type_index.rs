@@ -44,9 +44,10 @@ use hooklane_core::domain::{
 use hooklane_core::ports::{StoreError, StoreResult};
 
 use super::batches::{delete, put};
-use super::keys::{sub_sk, tenant_pk};
+use super::keys::{entry_pk, marker_key, sub_sk, tenant_pk};
 use super::sub_item::from_item;
-use super::{backend, get_s, key_of, readable_keyed, took_effect, AwsStore, Item};
+use super::subs::AwsSubscriptions;
+use super::{backend, get_s, key_of, readable_keyed, took_effect, Item};
 use crate::{number_attr, string_attr};
 use hooklane_core::record::ms;
 use hooklane_core::telemetry::Chain;
@@ -72,14 +73,6 @@ pub(crate) const REWRITE_AFTER: std::time::Duration = std::time::Duration::from_
 /// clock difference between processes.
 const KEEP: std::time::Duration = std::time::Duration::from_secs(600);
 
-fn entry_pk(tenant: &TenantId, filter: &str) -> String {
-    format!("F#{}#{}", tenant.as_str(), filter)
-}
-
-fn marker_key(tenant: &TenantId) -> (String, String) {
-    (format!("F#{}", tenant.as_str()), "complete".to_owned())
-}
-
 fn key(pk: String, sk: String) -> Item {
     Item::from([
         ("pk".to_owned(), string_attr(pk)),
@@ -94,7 +87,7 @@ fn entry(tenant: &TenantId, filter: &str, id: &SubscriptionId, now: i64) -> Item
     item
 }
 
-impl AwsStore {
+impl AwsSubscriptions {
     /// Subscription items the fan-out has read since this adapter was
     /// made (the measure of what the index saves).
     pub fn fan_out_subscriptions_read(&self) -> u64 {
@@ -180,7 +173,7 @@ impl AwsStore {
     /// After a tenant-wide read that saw every live subscription of the
     /// tenant (`seen`: ids and filters): if the tenant is wide, notes its
     /// index complete when the marker says so, or, when `may_write` (asked
-    /// of [`AwsStore::may_index`] before the read), writes every one's
+    /// of [`AwsSubscriptions::may_index`] before the read), writes every one's
     /// entries and then the marker, within [`INDEX_WITHIN`]. Best effort:
     /// the tenant-wide read goes on until it is done.
     pub(crate) async fn index_if_wide(
