@@ -372,13 +372,7 @@ async fn a_hold_beside_a_running_first_attempt_sends_its_message_back() {
         1,
         "the message goes back, not deleted"
     );
-    let rec = ctx
-        .store
-        .records()
-        .delivery_record(&sub, &event)
-        .await
-        .unwrap()
-        .unwrap();
+    let rec = record(&ctx.store, &sub, &event).await;
     assert_eq!((rec.state, rec.attempts), (DeliveryState::Pending, 1));
     assert!(rx.requests("held").is_empty());
 }
@@ -1361,13 +1355,7 @@ async fn a_delivered_first_attempts_outcome_is_its_log_entry_and_its_message_bac
         !raw.contains_key("updated_at") && raw["state"].as_s().unwrap() == "pending",
         "the outcome was not written to the record: {raw:?}"
     );
-    let rec = ctx
-        .store
-        .records()
-        .delivery_record(sub, &event)
-        .await
-        .unwrap()
-        .unwrap();
+    let rec = record(&ctx.store, sub, &event).await;
     assert_eq!((rec.state, rec.attempts), (DeliveryState::Delivered, 1));
     let views = DeliveryViews::of_event(&ctx.store.views(), tenant, &event)
         .await
@@ -1403,18 +1391,26 @@ async fn a_delivered_first_attempts_outcome_is_its_log_entry_and_its_message_bac
         .finish(&stale, &Finish::without_attempt(End::Held))
         .await
         .unwrap();
-    let rec = ctx
-        .store
-        .records()
-        .delivery_record(sub, &event)
-        .await
-        .unwrap()
-        .unwrap();
+    let rec = record(&ctx.store, sub, &event).await;
     assert_eq!(rec.state, DeliveryState::Delivered);
 }
 
 /// A delivery's record as the delivery function reads it before an
 /// attempt now.
+/// A delivery's record, settled (it must exist).
+async fn record(
+    store: &AwsStore,
+    sub: &SubscriptionId,
+    event: &EventId,
+) -> hooklane_core::domain::DeliveryRecord {
+    store
+        .records()
+        .delivery_record(sub, event)
+        .await
+        .unwrap()
+        .expect("a record")
+}
+
 async fn to_attempt(
     store: &AwsStore,
     sub: &SubscriptionId,
@@ -1509,12 +1505,7 @@ async fn a_first_attempts_late_outcome_and_the_next_attempt_do_not_both_stand() 
     let rec = to_attempt(&store, &sub.id, &e2).await;
     assert_eq!((rec.state, rec.attempts), (DeliveryState::Pending, 1));
     store.finish(&d, &delivered(&d, t)).await.unwrap();
-    let rec = store
-        .records()
-        .delivery_record(&sub.id, &e2)
-        .await
-        .unwrap()
-        .unwrap();
+    let rec = record(&store, &sub.id, &e2).await;
     assert_eq!((rec.state, rec.attempts), (DeliveryState::Delivered, 1));
     assert!(
         !store
@@ -1534,23 +1525,13 @@ async fn a_first_attempts_late_outcome_and_the_next_attempt_do_not_both_stand() 
     let t2 = now();
     assert!(store.begin(&second, t2, t2 + minute).await.unwrap());
     store.finish(&d, &delivered(&d, t)).await.unwrap();
-    let rec = store
-        .records()
-        .delivery_record(&sub.id, &e3)
-        .await
-        .unwrap()
-        .unwrap();
+    let rec = record(&store, &sub.id, &e3).await;
     assert_eq!((rec.state, rec.attempts), (DeliveryState::Pending, 2));
     store
         .finish(&second, &delivered(&second, t2))
         .await
         .unwrap();
-    let rec = store
-        .records()
-        .delivery_record(&sub.id, &e3)
-        .await
-        .unwrap()
-        .unwrap();
+    let rec = record(&store, &sub.id, &e3).await;
     assert_eq!((rec.state, rec.attempts), (DeliveryState::Delivered, 2));
 
     // The lease ended, and the outcome came in time: delivered, nothing
@@ -1661,12 +1642,7 @@ async fn a_hold_read_without_the_record_ends_a_delivery_at_its_own_attempts_unle
         .finish(&d, &Finish::without_attempt(End::Held))
         .await
         .unwrap();
-    let rec = store
-        .records()
-        .delivery_record(&sub.id, &event)
-        .await
-        .unwrap()
-        .unwrap();
+    let rec = record(&store, &sub.id, &event).await;
     assert_eq!((rec.state, rec.attempts), (DeliveryState::Held, 1));
 
     // A first attempt still running: not held (the message comes back
@@ -1695,12 +1671,7 @@ async fn a_hold_read_without_the_record_ends_a_delivery_at_its_own_attempts_unle
         timed_out: false,
     };
     store.finish(&running, &outcome).await.unwrap();
-    let rec = store
-        .records()
-        .delivery_record(&sub.id, &running.event_id)
-        .await
-        .unwrap()
-        .unwrap();
+    let rec = record(&store, &sub.id, &running.event_id).await;
     assert_eq!(rec.state, DeliveryState::Delivered);
 
     // A first attempt whose lease has ended with no outcome: held.
@@ -1714,12 +1685,7 @@ async fn a_hold_read_without_the_record_ends_a_delivery_at_its_own_attempts_unle
         .finish(&lost, &Finish::without_attempt(End::Held))
         .await
         .unwrap();
-    let rec = store
-        .records()
-        .delivery_record(&sub.id, &lost.event_id)
-        .await
-        .unwrap()
-        .unwrap();
+    let rec = record(&store, &sub.id, &lost.event_id).await;
     assert_eq!((rec.state, rec.attempts), (DeliveryState::Held, 1));
 
     // A first attempt put off before its request (no outcome ever): the
@@ -1733,21 +1699,11 @@ async fn a_hold_read_without_the_record_ends_a_delivery_at_its_own_attempts_unle
     assert!(store.begin(&put_off, t, t + lease).await.unwrap());
     let held = Finish::without_attempt(End::Held);
     assert!(store.finish(&put_off, &held).await.is_err());
-    let rec = store
-        .records()
-        .delivery_record(&sub.id, &put_off.event_id)
-        .await
-        .unwrap()
-        .unwrap();
+    let rec = record(&store, &sub.id, &put_off.event_id).await;
     assert_eq!((rec.state, rec.attempts), (DeliveryState::Pending, 1));
     tokio::time::sleep(lease + Duration::from_millis(500)).await;
     store.finish(&put_off, &held).await.unwrap();
-    let rec = store
-        .records()
-        .delivery_record(&sub.id, &put_off.event_id)
-        .await
-        .unwrap()
-        .unwrap();
+    let rec = record(&store, &sub.id, &put_off.event_id).await;
     assert_eq!((rec.state, rec.attempts), (DeliveryState::Held, 1));
 }
 
