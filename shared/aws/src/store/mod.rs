@@ -36,6 +36,7 @@ mod conflicts;
 pub mod dead_letter_queue;
 pub mod dead_letters;
 mod deliveries;
+mod event_payload;
 pub mod events;
 mod fan_out_path;
 mod first_attempt;
