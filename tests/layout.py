@@ -9,6 +9,9 @@
   the code) depends on it; a module naming an item of its own parent or
   ancestor (`super::AwsStore`) is the ordinary Rust nesting and does not
   count, but everything else does, `pub use` re-exports included.
+- The store's items module (`shared/aws/src/store/items`: keys, attribute
+  reads, item mapping) is its bottom: it names no other module of the
+  store.
 
 Prints each breach and exits 1 when there is one.
 """
@@ -174,14 +177,32 @@ def reexports(files, modules):
     return out
 
 
-def circles():
+def module_graph():
+    """Each module of `shared/aws/src` with the modules it names."""
     files = {module_of(p): p for p in AWS_SRC.rglob("*.rs")}
     modules = set(files)
     aliases = reexports(files, modules)
-    graph = {
+    return {
         m: referenced(m, strip_comments(code_text(p)), modules, aliases)
         for m, p in files.items()
     }
+
+
+BOTTOM = ("store", "items")
+
+
+def above_the_bottom(graph):
+    """Modules of the store's items module that name the store above it."""
+    return [
+        f"shared/aws: {'::'.join(m)} names {'::'.join(dep)}, above the store's items"
+        for m in sorted(graph)
+        if m[: len(BOTTOM)] == BOTTOM
+        for dep in sorted(graph[m])
+        if dep[:1] == BOTTOM[:1] and dep[: len(BOTTOM)] != BOTTOM
+    ]
+
+
+def circles(graph):
     # Tarjan's strongly connected components.
     index, low, stack, on, out = {}, {}, [], set(), []
 
@@ -221,13 +242,15 @@ def code_text(path):
 
 
 def main():
-    breaches = long_files() + circles()
+    graph = module_graph()
+    breaches = long_files() + circles(graph) + above_the_bottom(graph)
     for b in breaches:
         print(b)
     if breaches:
         sys.exit(1)
     print(
-        "layout: no file over 400 lines, no function over 60, no import circle in shared/aws"
+        "layout: no file over 400 lines, no function over 60, no import circle in shared/aws,"
+        " the store's items at its bottom"
     )
 
 

@@ -10,43 +10,16 @@ use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem};
 use hooklane_core::access::ApiKey;
 use hooklane_core::domain::{KeyId, TenantId};
 use hooklane_core::ports::{Access, StoreResult};
-use hooklane_core::record::{from_ms, ms};
 
-use super::keys::{key_pk, key_sk, tenant_pk, PORTAL_PK};
-use super::{backend, cancelled_by_condition, corrupt, get_n, get_s, is_condition_failed, Item};
-use crate::{number_attr, string_attr};
+use super::items::api_key::{api_key_item, api_key_of};
+use super::items::keys::{key_pk, key_sk, tenant_pk, PORTAL_PK};
+use super::{backend, cancelled_by_condition, corrupt, get_s, is_condition_failed, Item};
+use crate::string_attr;
 
 super::table::table_port!(
     /// Tenant keys and the portal key on DynamoDB.
     AwsAccess
 );
-
-fn key_item(pk: String, sk: String, key: &ApiKey, hash: &str) -> Item {
-    Item::from([
-        ("pk".to_owned(), string_attr(pk)),
-        ("sk".to_owned(), string_attr(sk)),
-        ("id".to_owned(), string_attr(key.id.as_str())),
-        ("tenant".to_owned(), string_attr(key.tenant.as_str())),
-        ("name".to_owned(), string_attr(&key.name)),
-        ("read_only".to_owned(), AttributeValue::Bool(key.read_only)),
-        ("created_at".to_owned(), number_attr(ms(key.created_at))),
-        ("hash".to_owned(), string_attr(hash)),
-    ])
-}
-
-fn key_of_item(item: &Item) -> StoreResult<ApiKey> {
-    let text = |k: &str| get_s(item, k).ok_or_else(|| corrupt("tenant key"));
-    Ok(ApiKey {
-        id: KeyId::parse(text("id")?).map_err(|_| corrupt("key id"))?,
-        tenant: TenantId::parse(text("tenant")?).map_err(|_| corrupt("tenant"))?,
-        name: text("name")?.to_owned(),
-        read_only: match item.get("read_only") {
-            Some(AttributeValue::Bool(b)) => *b,
-            _ => return Err(corrupt("tenant key")),
-        },
-        created_at: from_ms(get_n(item, "created_at").ok_or_else(|| corrupt("tenant key"))?),
-    })
-}
 
 impl AwsAccess {
     fn put(&self, item: Item) -> StoreResult<TransactWriteItem> {
@@ -74,8 +47,8 @@ impl AwsAccess {
 #[async_trait]
 impl Access for AwsAccess {
     async fn create_key(&self, key: &ApiKey, hash: &str) -> StoreResult<()> {
-        let by_hash = key_item(key_pk(hash), "key".into(), key, hash);
-        let listed = key_item(tenant_pk(&key.tenant), key_sk(&key.id), key, hash);
+        let by_hash = api_key_item(key_pk(hash), "key".into(), key, hash);
+        let listed = api_key_item(tenant_pk(&key.tenant), key_sk(&key.id), key, hash);
         self.ddb
             .transact_write_items()
             .transact_items(self.put(by_hash)?)
@@ -95,7 +68,7 @@ impl Access for AwsAccess {
             .consistent_read(true)
             .expression_attribute_values(":pk", string_attr(tenant_pk(tenant)))
             .expression_attribute_values(":k", string_attr("K#"));
-        super::query_items(query, usize::MAX, |item| key_of_item(&item).map(Some)).await
+        super::query_items(query, usize::MAX, |item| api_key_of(&item).map(Some)).await
     }
 
     async fn revoke_key(&self, tenant: &TenantId, id: &KeyId) -> StoreResult<bool> {
@@ -120,7 +93,7 @@ impl Access for AwsAccess {
 
     async fn key_by_hash(&self, hash: &str) -> StoreResult<Option<ApiKey>> {
         match self.get_consistent(key_pk(hash), "key".into()).await? {
-            Some(item) => key_of_item(&item).map(Some),
+            Some(item) => api_key_of(&item).map(Some),
             None => Ok(None),
         }
     }

@@ -4,16 +4,13 @@
 //! outcome when it was delivered ([`super::first_attempt`]).
 
 use async_trait::async_trait;
-use hooklane_core::domain::{Attempt, AttemptId, EventId, EventType, SubscriptionId, TenantId};
+use hooklane_core::domain::{Attempt, SubscriptionId, TenantId};
 use hooklane_core::ports::{AttemptLog, StoreError, StoreResult};
-use hooklane_core::record::{from_ms, ms};
 
-use super::keys::log_pk;
-use super::{
-    backend, corrupt, get_n, get_s, padded, readable, required_n, time_seq, took_effect, Item,
-    RETENTION_SECS,
-};
-use crate::{number_attr, string_attr};
+use super::items::attempt::{attempt_item, attempt_of};
+use super::items::keys::log_pk;
+use super::{backend, get_n, padded, readable, time_seq, took_effect};
+use crate::string_attr;
 
 /// Sequences an entry draws before its write gives up (each taken key
 /// draws the next).
@@ -21,33 +18,6 @@ const KEY_TRIES: usize = 5;
 
 /// Pages a list reads at most to find its entries.
 const LIST_PAGES: usize = 20;
-
-fn from_item(item: &Item) -> StoreResult<(i64, Attempt)> {
-    let text = |k: &str| get_s(item, k).ok_or_else(|| corrupt("attempt"));
-    let seq = text("sk")?
-        .parse::<i64>()
-        .map_err(|_| corrupt("attempt order"))?;
-    Ok((
-        seq,
-        Attempt {
-            id: AttemptId::parse(text("id")?).map_err(|_| corrupt("attempt id"))?,
-            tenant: TenantId::parse(text("tenant")?).map_err(|_| corrupt("tenant"))?,
-            subscription_id: SubscriptionId::parse(text("subscription_id")?)
-                .map_err(|_| corrupt("subscription id"))?,
-            event_id: EventId::parse(text("event_id")?).map_err(|_| corrupt("event id"))?,
-            event_type: get_s(item, "event_type")
-                .map(|t| EventType::parse(t).map_err(|_| corrupt("event type")))
-                .transpose()?,
-            attempt: required_n(item, "attempt")? as u32,
-            started_at: from_ms(required_n(item, "started_at")?),
-            duration_ms: required_n(item, "duration_ms")? as u64,
-            status_code: get_n(item, "status_code").map(|c| c as u16),
-            outcome: text("outcome")?.to_owned(),
-            error: get_s(item, "error").map(str::to_owned),
-            response_excerpt: get_s(item, "response_excerpt").map(str::to_owned),
-        },
-    ))
-}
 
 super::table::table_port!(
     /// The attempt log on DynamoDB.
@@ -61,37 +31,10 @@ impl AwsAttemptLog {
         a: &Attempt,
         sk: String,
     ) -> aws_sdk_dynamodb::operation::put_item::builders::PutItemFluentBuilder {
-        let mut req = self
-            .ddb
+        self.ddb
             .put_item()
             .table_name(&self.settings.table)
-            .item("pk", string_attr(log_pk(&a.tenant, &a.subscription_id)))
-            .item("sk", string_attr(sk))
-            .item("id", string_attr(a.id.as_str()))
-            .item("tenant", string_attr(a.tenant.as_str()))
-            .item("subscription_id", string_attr(a.subscription_id.as_str()))
-            .item("event_id", string_attr(a.event_id.as_str()))
-            .item("attempt", number_attr(a.attempt))
-            .item("started_at", number_attr(ms(a.started_at)))
-            .item("duration_ms", number_attr(a.duration_ms))
-            .item("outcome", string_attr(a.outcome.clone()))
-            .item(
-                "expires_at",
-                number_attr(a.started_at.unix_timestamp() + RETENTION_SECS),
-            );
-        if let Some(c) = a.status_code {
-            req = req.item("status_code", number_attr(c));
-        }
-        if let Some(e) = &a.error {
-            req = req.item("error", string_attr(e.clone()));
-        }
-        if let Some(x) = &a.response_excerpt {
-            req = req.item("response_excerpt", string_attr(x.clone()));
-        }
-        if let Some(t) = &a.event_type {
-            req = req.item("event_type", string_attr(t.as_str()));
-        }
-        req
+            .set_item(Some(attempt_item(a, sk)))
     }
 }
 
@@ -157,7 +100,7 @@ impl AttemptLog for AwsAttemptLog {
                 {
                     continue;
                 }
-                out.extend(readable("attempt", &item, from_item(&item))?);
+                out.extend(readable("attempt", &item, attempt_of(&item))?);
             }
             start = resp.last_evaluated_key;
             if out.len() >= limit || start.is_none() {

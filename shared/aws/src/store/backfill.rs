@@ -8,29 +8,16 @@
 //! (`{sub}#backfill`), so they never hold up live deliveries.
 
 use async_trait::async_trait;
-use hooklane_core::domain::{ArchivePosition, BackfillJob, Subscription, SubscriptionId, TenantId};
+use hooklane_core::domain::{BackfillJob, Subscription, SubscriptionId, TenantId};
 use hooklane_core::ports::{Backfills, StoreResult};
-use hooklane_core::record::{from_ms, ms};
+use hooklane_core::record::ms;
 
-use super::keys::{job_pk, sub_sk, tenant_pk, JOB_SK};
-use super::{backend, corrupt, get_n, get_s, readable, required_n, Item};
+use super::items::backfill::job_of;
+use super::items::keys::{job_pk, sub_sk, tenant_pk, JOB_SK};
+use super::items::lanes::{spilled_total, spilling_lanes};
+use super::{backend, readable};
 use crate::messages::{dedup_id, BackfillMessage, FanOutMessage};
 use crate::{number_attr, string_attr};
-
-fn job_of(item: &Item) -> StoreResult<BackfillJob> {
-    let text = |k: &str| get_s(item, k).ok_or_else(|| corrupt("backfill job"));
-    Ok(BackfillJob {
-        tenant: TenantId::parse(text("tenant")?).map_err(|_| corrupt("tenant"))?,
-        subscription_id: SubscriptionId::parse(text("subscription_id")?)
-            .map_err(|_| corrupt("subscription id"))?,
-        after: ArchivePosition {
-            at: from_ms(required_n(item, "after_at")?),
-            id: text("after_id")?.to_owned(),
-        },
-        until: from_ms(required_n(item, "until")?),
-        started_at: from_ms(required_n(item, "started")?),
-    })
-}
 
 super::table::table_port!(
     /// Backfill jobs on DynamoDB and their messages on the ingest queue.
@@ -86,18 +73,7 @@ impl AwsBackfills {
         let Some(item) = resp.item else {
             return Ok((0, 0));
         };
-        let spilled = super::spill::lanes_that_spilled(&item)
-            .into_iter()
-            .map(|lane| {
-                let attr = if lane == 0 {
-                    "spilled".to_owned()
-                } else {
-                    format!("spilled_{lane}")
-                };
-                get_n(&item, &attr).unwrap_or(0).max(0) as u64
-            })
-            .sum();
-        Ok((spilled, super::spill::spilling_lanes(&item).len() as u64))
+        Ok((spilled_total(&item), spilling_lanes(&item).len() as u64))
     }
 }
 

@@ -9,14 +9,15 @@ use std::collections::HashMap;
 use async_trait::async_trait;
 use aws_sdk_sqs::types::MessageAttributeValue;
 use hooklane_core::domain::{
-    Attempt, DeadLetter, Delivery, EventId, EventType, Retake, SubscriptionId, TenantId,
+    Attempt, DeadLetter, Delivery, EventId, Retake, SubscriptionId, TenantId,
 };
 use hooklane_core::ports::{DeadLetters, StoreResult};
-use hooklane_core::record::{from_ms, ms};
+use hooklane_core::record::ms;
 
-use super::attrs::truncate;
-use super::keys::{parked_pk, record_pk, record_sk};
-use super::{backend, corrupt, get_n, get_s, padded, readable, required_n, took_effect, Item};
+use super::items::attrs::truncate;
+use super::items::dead_letter::dead_letter_of;
+use super::items::keys::{parked_pk, record_pk, record_sk};
+use super::{backend, get_s, padded, readable, took_effect};
 use crate::messages::{dedup_id, DeliveryMessage};
 use crate::{number_attr, string_attr};
 
@@ -184,30 +185,9 @@ impl DeadLetters for AwsDeadLetters {
             if get_s(&item, "state") != Some("parked") {
                 return Ok(None);
             }
-            let dl = readable("parked delivery", &item, dead_letter(&item))?;
+            let dl = readable("parked delivery", &item, dead_letter_of(&item))?;
             Ok(dl.filter(|dl| subscription.is_none_or(|s| s == &dl.1.subscription_id)))
         })
         .await
     }
-}
-
-fn dead_letter(item: &Item) -> StoreResult<(i64, DeadLetter)> {
-    let text = |k: &str| get_s(item, k).ok_or_else(|| corrupt("dead letter"));
-    let seq = text("gsi2sk")?
-        .parse::<i64>()
-        .map_err(|_| corrupt("parked order"))?;
-    Ok((
-        seq,
-        DeadLetter {
-            subscription_id: SubscriptionId::parse(text("subscription_id")?)
-                .map_err(|_| corrupt("subscription id"))?,
-            event_id: EventId::parse(text("event_id")?).map_err(|_| corrupt("event id"))?,
-            event_type: EventType::parse(text("event_type")?).map_err(|_| corrupt("event type"))?,
-            attempts: required_n(item, "attempts")? as u32,
-            last_status_code: get_n(item, "last_status").map(|c| c as u16),
-            reason: text("reason")?.to_owned(),
-            first_attempt_at: get_n(item, "first_attempt_at").map(from_ms),
-            parked_at: from_ms(required_n(item, "parked_at")?),
-        },
-    ))
 }

@@ -7,21 +7,22 @@
 //! retry, which the failure's 5xx asks for, completes it.
 //!
 //! Payloads are stored deflated when that makes them smaller
-//! ([`super::event_payload`]).
+//! ([`super::items::event_payload`]).
 
 use async_trait::async_trait;
 use hooklane_core::domain::{
-    ArchivePosition, ArchivedEvent, Event, EventId, EventType, OrderingKey, RecentEvents, TenantId,
+    ArchivePosition, ArchivedEvent, Event, EventId, RecentEvents, TenantId,
 };
 use hooklane_core::ports::{Accepted, EventArchive, FanOutBy, StoreError, StoreResult};
-use hooklane_core::record::{from_ms, ms};
+use hooklane_core::record::ms;
 use time::OffsetDateTime;
 
-use super::event_payload::{payload_attr, payload_of};
-use super::keys::{event_sk, tenant_pk};
+use super::items::event::{archived_of, event_of, expired};
+use super::items::event_payload::payload_attr;
+use super::items::keys::{event_sk, tenant_pk};
 use super::{
-    backend, corrupt, get_n, get_s, is_condition_failed, key_of, readable, took_effect, Item,
-    Table, RETENTION_SECS,
+    backend, corrupt, get_s, is_condition_failed, key_of, readable, took_effect, Item, Table,
+    RETENTION_SECS,
 };
 use crate::messages::{body_within, dedup_id, CarriedEvent, FanOutMessage, CARRY_LIMIT};
 use crate::{number_attr, string_attr};
@@ -44,29 +45,6 @@ impl std::ops::Deref for AwsArchive {
     fn deref(&self) -> &Table {
         &self.table
     }
-}
-
-fn from_item(item: &Item) -> StoreResult<Event> {
-    let field = |k: &str| get_s(item, k).ok_or_else(|| corrupt("event"));
-    Ok(Event {
-        id: EventId::parse(field("id")?).map_err(|_| corrupt("event id"))?,
-        tenant: TenantId::parse(field("tenant")?).map_err(|_| corrupt("tenant"))?,
-        event_type: EventType::parse(field("type")?).map_err(|_| corrupt("event type"))?,
-        created_at: from_ms(get_n(item, "created_at").ok_or_else(|| corrupt("event time"))?),
-        payload: payload_of(item)?,
-        ordering_key: ordering_key(item)?,
-    })
-}
-
-/// An event item's ordering key, when it has one.
-fn ordering_key(item: &Item) -> StoreResult<Option<OrderingKey>> {
-    get_s(item, "ordering_key")
-        .map(|k| OrderingKey::parse(k).map_err(|_| corrupt("ordering key")))
-        .transpose()
-}
-
-fn expired(item: &Item, now: time::OffsetDateTime) -> bool {
-    get_n(item, "expires_at").is_some_and(|exp| exp < now.unix_timestamp())
 }
 
 impl AwsArchive {
@@ -139,7 +117,7 @@ impl AwsArchive {
                     .get_event_item(&event.tenant, &event.id)
                     .await?
                     .ok_or_else(|| StoreError::Conflict("this event id is being reused".into()))?;
-                let original = from_item(&item)?;
+                let original = event_of(&item)?;
                 if ms(event.created_at) - ms(original.created_at) >= IDEMPOTENCY_MS {
                     return Err(StoreError::Conflict(
                         "this event id was used more than 24 hours ago".into(),
@@ -192,7 +170,7 @@ impl EventArchive for AwsArchive {
 
     async fn get(&self, tenant: &TenantId, id: &EventId) -> StoreResult<Option<Event>> {
         match self.get_event_item(tenant, id).await? {
-            Some(item) => from_item(&item).map(Some),
+            Some(item) => event_of(&item).map(Some),
             None => Ok(None),
         }
     }
@@ -248,21 +226,10 @@ impl AwsArchive {
             .expression_attribute_values(":since", number_attr(ms(since)))
             .expression_attribute_values(":until", number_attr(ms(until)));
         super::query_items(query, usize::MAX, |item| {
-            readable("event", &item, archived(&item))
+            readable("event", &item, archived_of(&item))
         })
         .await
     }
-}
-
-/// An archived event's id, type and time.
-fn archived(item: &Item) -> StoreResult<ArchivedEvent> {
-    let field = |k: &str| get_s(item, k).ok_or_else(|| corrupt("event"));
-    Ok(ArchivedEvent {
-        id: EventId::parse(field("id")?).map_err(|_| corrupt("event id"))?,
-        event_type: EventType::parse(field("type")?).map_err(|_| corrupt("event type"))?,
-        created_at: from_ms(get_n(item, "created_at").ok_or_else(|| corrupt("event time"))?),
-        ordering_key: ordering_key(item)?,
-    })
 }
 
 impl AwsArchive {

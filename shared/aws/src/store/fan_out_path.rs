@@ -31,7 +31,7 @@ use hooklane_core::ports::StoreResult;
 use hooklane_core::record::ms;
 use time::OffsetDateTime;
 
-use super::keys::{tenant_pk, PATH_SK};
+use super::items::keys::{tenant_pk, PATH_SK};
 use super::{backend, Table};
 use crate::{number_attr, string_attr};
 

@@ -49,8 +49,8 @@ use hooklane_core::record::ms;
 use time::OffsetDateTime;
 
 use super::attempts::AwsAttemptLog;
-use super::keys::{log_pk, record_pk, record_sk};
-use super::records::record_of;
+use super::items::keys::{log_pk, record_pk, record_sk};
+use super::items::record::record_of;
 use super::records::AwsRecords;
 use super::{get_n, get_s, padded, took_effect, Item, RETENTION_SECS};
 use crate::messages::dedup_id;

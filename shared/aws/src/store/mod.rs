@@ -23,24 +23,23 @@
 //! - type index entry: `F#{tenant}#{filter}`, `S#{id}`; its marker
 //!   `F#{tenant}`, `complete` ([`type_index`])
 //!
-//! Every key is built in [`keys`].
+//! Every key is built in [`items::keys`], and every item is mapped to and
+//! from the core's records in [`items`].
 //!
 //! TTL deletion can be days late, so reads drop expired items in code.
 
 pub mod access;
 pub mod attempts;
-mod attrs;
 pub mod backfill;
 mod batches;
 mod conflicts;
 pub mod dead_letter_queue;
 pub mod dead_letters;
 mod deliveries;
-mod event_payload;
 pub mod events;
 mod fan_out_path;
 mod first_attempt;
-mod keys;
+mod items;
 mod lane_change;
 mod lane_flags;
 mod placements;
@@ -50,7 +49,6 @@ mod resources;
 mod sending;
 mod slow_pool;
 mod spill;
-mod sub_item;
 pub mod subs;
 mod subscriptions;
 pub mod suspensions;
@@ -72,8 +70,8 @@ pub use resources::Resources;
 pub use slow_pool::{Handover, Received, DUE};
 pub use table::Table;
 
-pub(crate) use attrs::{
-    corrupt, get_n, get_s, key_of, padded, readable, readable_keyed, required_n, time_seq,
+pub(crate) use items::attrs::{
+    corrupt, get_n, get_s, key_of, padded, readable, readable_keyed, time_seq,
 };
 
 /// How long archived items live (TTL), in seconds.

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use hooklane_core::domain::SubscriptionId;
 
-use super::lane_change::Placement;
+use super::items::placement::Placement;
 use super::Item;
 
 /// How long a noted placement stands in for a read of its own (a fan-out

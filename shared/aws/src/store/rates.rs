@@ -19,7 +19,7 @@ use hooklane_core::ports::StoreResult;
 use hooklane_core::rate::{from_micros, interval_us, micros, RateLimits, Slot, HORIZON};
 use time::OffsetDateTime;
 
-use super::keys::rate_pk;
+use super::items::keys::rate_pk;
 use super::{backend, get_n, is_condition_failed};
 use crate::{number_attr, string_attr};
 

@@ -3,16 +3,14 @@
 //! still pending at its attempt) and the hold of a suspended
 //! subscription's delivery.
 
-use hooklane_core::domain::{Delivery, DeliveryRecord, DeliveryState};
+use hooklane_core::domain::{Delivery, DeliveryState};
 use hooklane_core::ports::{End, Finish, StoreError, StoreResult};
-use hooklane_core::record::{from_ms, ms};
+use hooklane_core::record::ms;
 use time::OffsetDateTime;
 
-use super::attrs::truncate;
-use super::keys::{by_event_pk, parked_pk, record_pk, record_sk};
-use super::{
-    corrupt, get_n, get_s, padded, required_n, time_seq, took_effect, Item, RETENTION_SECS,
-};
+use super::items::attrs::truncate;
+use super::items::keys::{by_event_pk, parked_pk, record_pk, record_sk};
+use super::{padded, time_seq, took_effect, RETENTION_SECS};
 use crate::{number_attr, string_attr};
 
 super::table::table_port!(
@@ -263,23 +261,4 @@ fn end_fields(
         }
         End::Delivered | End::Dropped | End::Held => req,
     }
-}
-
-/// A record's state: one of those the adapter writes.
-pub(crate) fn state_of(item: &Item) -> StoreResult<DeliveryState> {
-    get_s(item, "state")
-        .and_then(DeliveryState::parse)
-        .ok_or_else(|| corrupt("delivery state"))
-}
-
-/// A delivery record as stored.
-pub(crate) fn record_of(item: &Item) -> StoreResult<DeliveryRecord> {
-    Ok(DeliveryRecord {
-        state: state_of(item)?,
-        attempts: required_n(item, "attempts")? as u32,
-        first_attempt_at: get_n(item, "first_attempt_at").map(from_ms),
-        next_attempt_at: get_n(item, "next_attempt_at").map(from_ms),
-        last_status_code: get_n(item, "last_status").map(|c| c as u16),
-        lane: get_n(item, "lane").map(|n| n as u16),
-    })
 }

@@ -16,7 +16,7 @@ use crate::messages::{dedup_id, CarriedEvent, DeliveryMessage};
 const BATCH_RETRIES: usize = 3;
 
 /// The placements taken for one batch of deliveries, by subscription.
-pub(super) type Batch = HashMap<SubscriptionId, Option<super::lane_change::Placement>>;
+pub(super) type Batch = HashMap<SubscriptionId, Option<super::items::placement::Placement>>;
 
 pub(super) fn message_of(d: &NewDelivery) -> DeliveryMessage {
     let mut m = DeliveryMessage::new(

@@ -45,7 +45,8 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use hooklane_core::domain::{Delivery, SubscriptionId, TenantId};
 use hooklane_core::ports::StoreResult;
 
-use super::spill::{spill_flag, Lane};
+use super::items::lanes::{lane_attr, SLOW, SPILLING};
+use super::spill::Lane;
 use super::{backend, is_condition_failed, took_effect, AwsStore, Pool};
 use crate::messages::dedup_id;
 use crate::string_attr;
@@ -56,10 +57,7 @@ pub const DUE: &str = "due";
 
 /// The flag attribute of a lane.
 fn slow_attr(lane: u16) -> String {
-    match lane {
-        0 => "slow".into(),
-        n => format!("slow_{n}"),
-    }
+    lane_attr(SLOW, lane)
 }
 
 /// The mark attribute of a message group (`{sub}`, `{sub}#n`,
@@ -213,7 +211,7 @@ impl AwsStore {
         let mut values = HashMap::from([(":t".to_owned(), AttributeValue::Bool(true))]);
         let mut set = vec!["#slow = :t"];
         if spill {
-            names.insert("#flag".to_owned(), spill_flag(lane));
+            names.insert("#flag".to_owned(), lane_attr(SPILLING, lane));
             set.push("#flag = :t");
         }
         let received = RECEIVED.try_with(Arc::clone).ok().filter(|_| handing_over);
@@ -371,8 +369,6 @@ mod tests {
         assert_eq!(mark_attr(&sub, &g("#backfill")), "fwd_backfill");
         assert!(marks_of_lane(0).contains(&mark_attr(&sub, &g("#backfill"))));
         assert_eq!(marks_of_lane(7), vec![mark_attr(&sub, &g("#7"))]);
-        assert_eq!(slow_attr(0), "slow");
-        assert_eq!(slow_attr(3), "slow_3");
         assert_ne!(mark_of(&g(""), "{}"), mark_of(&g("#0"), "{}"));
     }
 }

@@ -21,7 +21,8 @@ use hooklane_core::ports::StoreResult;
 use time::OffsetDateTime;
 
 use super::batches::Txn;
-use super::keys::{spill_pk, sub_sk, tenant_pk};
+use super::items::keys::{spill_pk, sub_sk, tenant_pk};
+use super::items::lanes::{lane_attr, spilling_lanes, SPILLED, SPILLING};
 use super::{
     backend, get_s, is_condition_failed, padded, time_seq, took_effect, AwsStore, Item, Table,
 };
@@ -40,46 +41,9 @@ const REFILL_ROUNDS: usize = 50;
 /// backfill delivery spills with lane 0.
 pub(crate) type Lane<'a> = (&'a TenantId, &'a SubscriptionId, u16);
 
-/// A lane's spill flag attribute.
-pub(crate) fn spill_flag(lane: u16) -> String {
-    lane_attrs(lane).0
-}
-
 /// The subscription item's attributes of a lane: its flag and its count.
 fn lane_attrs(lane: u16) -> (String, String) {
-    match lane {
-        0 => ("spilling".into(), "spilled".into()),
-        n => (format!("spilling_{n}"), format!("spilled_{n}")),
-    }
-}
-
-/// The lane number an attribute named `{prefix}` or `{prefix}_n` is of.
-pub(crate) fn lane_of_attr(name: &str, prefix: &str) -> Option<u16> {
-    match name.strip_prefix(prefix)? {
-        "" => Some(0),
-        rest => rest.strip_prefix('_')?.parse().ok(),
-    }
-}
-
-/// The lanes a subscription item says spill.
-pub(crate) fn spilling_lanes(item: &Item) -> Vec<u16> {
-    item.iter()
-        .filter(|(_, v)| matches!(v, AttributeValue::Bool(true)))
-        .filter_map(|(k, _)| lane_of_attr(k, "spilling"))
-        .collect()
-}
-
-/// The lanes a subscription item has ever counted spilled deliveries of
-/// (lane 0 always).
-pub(crate) fn lanes_that_spilled(item: &Item) -> Vec<u16> {
-    let mut lanes: Vec<u16> = item
-        .keys()
-        .filter_map(|k| lane_of_attr(k, "spilled"))
-        .collect();
-    lanes.push(0);
-    lanes.sort_unstable();
-    lanes.dedup();
-    lanes
+    (lane_attr(SPILLING, lane), lane_attr(SPILLED, lane))
 }
 
 impl AwsStore {

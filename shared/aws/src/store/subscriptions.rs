@@ -10,8 +10,8 @@ use hooklane_core::ports::{StoreResult, SubscriptionStore};
 use hooklane_core::record::{ms, SubscriptionRecord};
 
 use super::batches::Txn;
-use super::keys::{sub_sk, tenant_pk};
-use super::sub_item::{editable_fields, from_item, to_item, EDITABLE};
+use super::items::keys::{sub_sk, tenant_pk};
+use super::items::subscription::{editable_fields, from_item, to_item, EDITABLE};
 use super::subs::AwsSubscriptions;
 use super::{backend, get_s, is_condition_failed, key_of, readable_keyed, took_effect, Item};
 use crate::{number_attr, string_attr};
@@ -95,7 +95,7 @@ impl AwsSubscriptions {
         &self,
         tenant: &TenantId,
         sub: &SubscriptionId,
-    ) -> StoreResult<Option<super::lane_change::Placement>> {
+    ) -> StoreResult<Option<super::items::placement::Placement>> {
         if let Some(p) = self.placements.fresh(sub) {
             return Ok(Some(p));
         }
@@ -106,11 +106,11 @@ impl AwsSubscriptions {
         &self,
         tenant: &TenantId,
         sub: &SubscriptionId,
-    ) -> StoreResult<Option<super::lane_change::Placement>> {
+    ) -> StoreResult<Option<super::items::placement::Placement>> {
         let item = self.get_consistent(tenant_pk(tenant), sub_sk(sub)).await?;
         Ok(item.filter(|i| !i.contains_key("deleted_at")).map(|i| {
             self.placements.note(sub, &i);
-            super::lane_change::Placement::of(&i)
+            super::items::placement::Placement::of(&i)
         }))
     }
 
@@ -122,7 +122,7 @@ impl AwsSubscriptions {
         sub: &Subscription,
         expression: String,
         values: Vec<(&'static str, AttributeValue)>,
-        was: &super::lane_change::Placement,
+        was: &super::items::placement::Placement,
     ) -> UpdateBuilder {
         let expression = expression.replacen(
             "SET ",
@@ -313,7 +313,7 @@ impl SubscriptionStore for AwsSubscriptions {
         // them; spilled ones never reach the queue. Every lane that ever
         // spilled has its counter on the item.
         let mut dropped = 0;
-        for lane in super::spill::lanes_that_spilled(&item) {
+        for lane in super::items::lanes::lanes_that_spilled(&item) {
             dropped += super::spill::drop_spilled(&self.table, (tenant, id, lane)).await?;
         }
         if let Some(lanes) = super::get_n(&item, "lanes") {

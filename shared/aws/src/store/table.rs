@@ -7,7 +7,7 @@
 use hooklane_core::domain::{SubscriptionId, TenantId};
 use hooklane_core::ports::StoreResult;
 
-use super::keys::{sub_sk, tenant_pk};
+use super::items::keys::{sub_sk, tenant_pk};
 use super::{backend, Item, Pool};
 use crate::{string_attr, Settings};
 

@@ -26,7 +26,7 @@ use hooklane_core::domain::TenantId;
 use hooklane_core::ports::StoreResult;
 use hooklane_core::telemetry::Chain;
 
-use super::keys::{tenant_pk, LANES_SK};
+use super::items::keys::{tenant_pk, LANES_SK};
 use super::subs::AwsSubscriptions;
 use super::{backend, get_n, Item};
 use crate::{number_attr, string_attr};

@@ -30,7 +30,7 @@ use hooklane_core::ports::{StoreResult, TenantSlot};
 use hooklane_core::record::ms;
 use time::OffsetDateTime;
 
-use super::keys::{slot_sk, tenant_pk};
+use super::items::keys::{slot_sk, tenant_pk};
 use super::{backend, is_condition_failed, AwsStore, Item};
 use crate::{number_attr, string_attr};
 

@@ -44,8 +44,8 @@ use hooklane_core::domain::{
 use hooklane_core::ports::{StoreError, StoreResult};
 
 use super::batches::{delete, put};
-use super::keys::{entry_pk, marker_key, sub_sk, tenant_pk};
-use super::sub_item::from_item;
+use super::items::keys::{entry_item, entry_pk, key_item, marker_key, sub_sk, tenant_pk};
+use super::items::subscription::from_item;
 use super::subs::AwsSubscriptions;
 use super::{backend, get_s, key_of, readable_keyed, took_effect, Item};
 use crate::{number_attr, string_attr};
@@ -73,20 +73,6 @@ pub(crate) const REWRITE_AFTER: std::time::Duration = std::time::Duration::from_
 /// clock difference between processes.
 const KEEP: std::time::Duration = std::time::Duration::from_secs(600);
 
-fn key(pk: String, sk: String) -> Item {
-    Item::from([
-        ("pk".to_owned(), string_attr(pk)),
-        ("sk".to_owned(), string_attr(sk)),
-    ])
-}
-
-/// An entry: `id` takes events through `filter`, as of `now` (ms).
-fn entry(tenant: &TenantId, filter: &str, id: &SubscriptionId, now: i64) -> Item {
-    let mut item = key(entry_pk(tenant, filter), sub_sk(id));
-    item.insert("written_at".to_owned(), number_attr(now));
-    item
-}
-
 impl AwsSubscriptions {
     /// Subscription items the fan-out has read since this adapter was
     /// made (the measure of what the index saves).
@@ -110,7 +96,7 @@ impl AwsSubscriptions {
         let now = ms(time::OffsetDateTime::now_utc());
         let writes = filters
             .iter()
-            .map(|f| put(entry(tenant, f.as_str(), id, now)))
+            .map(|f| put(entry_item(tenant, f.as_str(), id, now)))
             .collect::<StoreResult<Vec<_>>>()?;
         self.write_all(writes).await
     }
@@ -131,7 +117,7 @@ impl AwsSubscriptions {
                 .ddb
                 .delete_item()
                 .table_name(&self.settings.table)
-                .set_key(Some(key(entry_pk(tenant, filter), sub_sk(id))))
+                .set_key(Some(key_item(entry_pk(tenant, filter), sub_sk(id))))
                 .condition_expression("written_at < :cutoff")
                 .expression_attribute_values(":cutoff", number_attr(cutoff))
                 .send()
@@ -151,7 +137,7 @@ impl AwsSubscriptions {
         filters: impl Iterator<Item = String>,
     ) {
         let deletes = filters
-            .map(|f| delete(key(entry_pk(tenant, &f), sub_sk(id))))
+            .map(|f| delete(key_item(entry_pk(tenant, &f), sub_sk(id))))
             .collect::<StoreResult<Vec<_>>>();
         let res = match deletes {
             Ok(d) => self.write_all(d).await,
@@ -206,7 +192,7 @@ impl AwsSubscriptions {
                 .flat_map(|(id, filters)| {
                     filters
                         .iter()
-                        .map(move |f| put(entry(tenant, f.as_str(), id, now)))
+                        .map(move |f| put(entry_item(tenant, f.as_str(), id, now)))
                 })
                 .collect::<StoreResult<Vec<_>>>()?;
             tokio::time::timeout(INDEX_WITHIN, self.write_many(writes, INDEX_CALLS))
@@ -220,7 +206,7 @@ impl AwsSubscriptions {
             self.ddb
                 .put_item()
                 .table_name(&self.settings.table)
-                .set_item(Some(key(pk, sk)))
+                .set_item(Some(key_item(pk, sk)))
                 .send()
                 .await
                 .map_err(backend)?;

@@ -22,7 +22,7 @@ use hooklane_core::ports::{DeliveryViews, EventArchive, StoreResult, Subscriptio
 
 use super::events::AwsArchive;
 use super::first_attempt::{first_log_key, settled};
-use super::keys::{by_event_pk, record_pk, record_sk};
+use super::items::keys::{by_event_pk, record_pk, record_pk_sub, record_sk};
 use super::records::AwsRecords;
 use super::{backend, corrupt, get_s, readable, Item};
 use crate::string_attr;
@@ -117,9 +117,7 @@ impl AwsViews {
 /// The subscription of a record, from its key: a record a backfill reset
 /// before its first attempt holds little more than its state.
 fn sub_of_key(item: &Item) -> Option<SubscriptionId> {
-    get_s(item, "pk")
-        .and_then(|pk| pk.strip_prefix("D#"))
-        .and_then(|id| SubscriptionId::parse(id).ok())
+    get_s(item, "pk").and_then(record_pk_sub)
 }
 
 /// A delivery record with its subscription, settled by `entry`.

@@ -5,7 +5,7 @@
 
 use hooklane_core::ports::{StoreError, StoreResult};
 
-use super::Item;
+use crate::store::Item;
 
 /// A zero-padded number, so string sort keys sort numerically.
 pub(crate) fn padded(n: i64) -> String {

@@ -1,9 +1,12 @@
 //! The keys of the table's items, at the bottom of the store: every module
 //! that reads or writes an item takes its key from here, so the table's
-//! whole key layout is in this one file (the list in [`super`]'s
+//! whole key layout is in this one file (the list in [`crate::store`]'s
 //! documentation follows it).
 
 use hooklane_core::domain::{EventId, KeyId, SubscriptionId, TenantId};
+
+use crate::store::Item;
+use crate::{number_attr, string_attr};
 
 /// The partition key of a tenant.
 pub(crate) fn tenant_pk(tenant: &TenantId) -> String {
@@ -18,6 +21,12 @@ pub(crate) fn sub_sk(id: &SubscriptionId) -> String {
 /// The partition key of a subscription's delivery records.
 pub(crate) fn record_pk(sub: &SubscriptionId) -> String {
     format!("D#{}", sub.as_str())
+}
+
+/// The subscription whose delivery records a partition key is of.
+pub(crate) fn record_pk_sub(pk: &str) -> Option<SubscriptionId> {
+    pk.strip_prefix("D#")
+        .and_then(|id| SubscriptionId::parse(id).ok())
 }
 
 /// The sort key of an event's delivery record.
@@ -99,4 +108,20 @@ pub(crate) fn entry_pk(tenant: &TenantId, filter: &str) -> String {
 /// The key of the marker that says a tenant's type index is complete.
 pub(crate) fn marker_key(tenant: &TenantId) -> (String, String) {
     (format!("F#{}", tenant.as_str()), "complete".to_owned())
+}
+
+/// An item of its key alone (a marker, or a key to delete by).
+pub(crate) fn key_item(pk: String, sk: String) -> Item {
+    Item::from([
+        ("pk".to_owned(), string_attr(pk)),
+        ("sk".to_owned(), string_attr(sk)),
+    ])
+}
+
+/// A type index entry: subscription `id` takes the tenant's events through
+/// `filter`, as of `now` (ms).
+pub(crate) fn entry_item(tenant: &TenantId, filter: &str, id: &SubscriptionId, now: i64) -> Item {
+    let mut item = key_item(entry_pk(tenant, filter), sub_sk(id));
+    item.insert("written_at".to_owned(), number_attr(now));
+    item
 }

@@ -1,6 +1,6 @@
 //! A subscription's item: the mapping between the core's `Subscription`
 //! and its DynamoDB item (keys from [`super::keys`], spilling lanes from
-//! [`super::spill`]), and the update expression of its editable fields.
+//! [`super::lanes`]), and the update expression of its editable fields.
 //! The subscription store and the type index read items through it.
 
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -8,8 +8,10 @@ use hooklane_core::domain::Subscription;
 use hooklane_core::ports::StoreResult;
 use hooklane_core::record::SubscriptionRecord;
 
+use super::attrs::corrupt;
 use super::keys::{sub_sk, tenant_pk};
-use super::{backend, corrupt, Item};
+use super::lanes::spilling_lanes;
+use crate::store::{backend, Item};
 use crate::{number_attr, string_attr};
 
 pub(crate) fn to_item(sub: &Subscription) -> StoreResult<Item> {
@@ -25,7 +27,7 @@ pub(crate) fn from_item(item: Item) -> StoreResult<Option<(Subscription, Vec<u16
     if item.contains_key("deleted_at") {
         return Ok(None);
     }
-    let spilling = super::spill::spilling_lanes(&item);
+    let spilling = spilling_lanes(&item);
     let rec: SubscriptionRecord =
         serde_dynamo::from_item(item).map_err(|_| corrupt("subscription"))?;
     Subscription::try_from(rec)

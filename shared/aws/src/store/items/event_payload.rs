@@ -15,7 +15,8 @@ use flate2::write::DeflateEncoder;
 use flate2::Compression;
 use hooklane_core::ports::StoreResult;
 
-use super::{corrupt, get_s, Item};
+use super::attrs::{corrupt, get_s};
+use crate::store::Item;
 use crate::string_attr;
 
 /// Payloads longer than this (bytes) are stored deflated when smaller so.
