@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use crate::api::serve::ReadTimeouts;
+use crate::domain::OperatorEvents;
 use crate::egress::EgressPolicy;
 use crate::health::{BreakerConfig, RampConfig, SuspendPolicy};
 use crate::policy::RetrySchedule;
@@ -57,9 +58,15 @@ pub struct Config {
     pub unproven_cut_off: Option<Duration>,
     /// When to suspend a failing endpoint (`HOOKLANE_SUSPEND_POLICY`).
     pub suspend_policy: SuspendPolicy,
-    /// The operator webhook told of suspensions
+    /// The operator webhook told of operator events
     /// (`HOOKLANE_OPERATOR_WEBHOOK_URL` and `HOOKLANE_OPERATOR_WEBHOOK_SECRET`).
     pub operator_webhook: Option<(String, Secret)>,
+    /// The operator events sent (`HOOKLANE_OPERATOR_EVENTS`, a comma list;
+    /// default all).
+    pub operator_events: OperatorEvents,
+    /// How long a subscription must have failed for its next success to
+    /// send `subscription.recovered` (`HOOKLANE_RECOVERED_AFTER`, 1m).
+    pub recovered_after: Duration,
     /// Backfill deliveries per second after re-enabling
     /// (`HOOKLANE_BACKFILL_RATE`, default 5).
     pub backfill_rate: f64,
@@ -101,6 +108,8 @@ impl Default for Config {
             unproven_cut_off: None,
             suspend_policy: SuspendPolicy::default(),
             operator_webhook: None,
+            operator_events: OperatorEvents::default(),
+            recovered_after: Duration::from_secs(60),
             backfill_rate: 5.0,
             breaker: BreakerConfig::default(),
             recovery_ramp: RampConfig::default(),
@@ -342,6 +351,19 @@ impl Config {
                         "deliveries per second, 0.1 to 1000",
                     )
                 })?;
+        }
+        self.read_operator(get)
+    }
+
+    /// Reads the operator webhook and which operator events go out.
+    fn read_operator(&mut self, get: &impl Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
+        if let Some(v) = get("HOOKLANE_OPERATOR_EVENTS") {
+            self.operator_events =
+                OperatorEvents::parse(&v).map_err(|e| bad("HOOKLANE_OPERATOR_EVENTS", e))?;
+        }
+        if let Some(v) = get("HOOKLANE_RECOVERED_AFTER") {
+            self.recovered_after = humantime::parse_duration(v.trim())
+                .map_err(|e| bad("HOOKLANE_RECOVERED_AFTER", e.to_string()))?;
         }
         if let Some(url) = get("HOOKLANE_OPERATOR_WEBHOOK_URL").filter(|u| !u.is_empty()) {
             let secret = get("HOOKLANE_OPERATOR_WEBHOOK_SECRET").ok_or_else(|| {

@@ -101,3 +101,25 @@ fn a_bad_value_names_its_variable() {
         "a webhook URL needs its secret"
     );
 }
+
+#[test]
+fn operator_events_are_chosen_by_name_and_a_bad_one_names_the_variable() {
+    use crate::domain::OperatorEvent;
+    let all = read(&[]).unwrap();
+    assert!(all.operator_events.sends(OperatorEvent::Parked));
+    assert_eq!(all.recovered_after, Duration::from_secs(60));
+    let one = read(&[
+        ("HOOKLANE_OPERATOR_EVENTS", "subscription.suspended"),
+        ("HOOKLANE_RECOVERED_AFTER", "5m"),
+    ])
+    .unwrap();
+    assert!(one.operator_events.sends(OperatorEvent::Suspended));
+    assert!(!one.operator_events.sends(OperatorEvent::Parked));
+    assert_eq!(one.recovered_after, Duration::from_secs(300));
+    for (var, value) in [
+        ("HOOKLANE_OPERATOR_EVENTS", "delivery.failed"),
+        ("HOOKLANE_RECOVERED_AFTER", "soon"),
+    ] {
+        assert_eq!(read(&[(var, value)]).unwrap_err().var, var);
+    }
+}

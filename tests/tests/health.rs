@@ -26,6 +26,9 @@ async fn setup(backend: Backend, rx: &Receiver, extra: &[(&str, &str)]) -> Serve
         ("HOOKLANE_OPERATOR_WEBHOOK_URL", operator.as_str()),
         ("HOOKLANE_OPERATOR_WEBHOOK_SECRET", OPERATOR_SECRET),
         ("HOOKLANE_BACKFILL_RATE", "50"),
+        // The suspension notice alone: the other operator events have
+        // their own tests (operator_events.rs).
+        ("HOOKLANE_OPERATOR_EVENTS", "subscription.suspended"),
     ];
     env.extend_from_slice(extra);
     Server::start_on(backend, test_env(&env)).await

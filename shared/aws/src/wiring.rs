@@ -6,12 +6,13 @@
 use std::sync::Arc;
 
 use hooklane_core::config::Config;
+use hooklane_core::domain::OperatorEvent;
 use hooklane_core::engine::{Engine, Outside, Ports};
 use hooklane_core::ports::{NoNotifier, NoWakeup, Notifier, StoreResult};
 
 use crate::{AwsEnv, AwsStore, Pool};
 
-/// Suspension notices to the stack's SNS topic
+/// Operator events to the stack's SNS topic
 /// (`HOOKLANE_OPERATOR_TOPIC_ARN`).
 struct SnsNotifier {
     sns: aws_sdk_sns::Client,
@@ -20,9 +21,10 @@ struct SnsNotifier {
 
 #[async_trait::async_trait]
 impl Notifier for SnsNotifier {
-    async fn suspended(&self, notice: &serde_json::Value) -> StoreResult<()> {
+    async fn send(&self, kind: OperatorEvent, notice: &serde_json::Value) -> StoreResult<()> {
         let subject = format!(
-            "hooklane: subscription {} suspended",
+            "hooklane: {} of subscription {}",
+            kind.name(),
             notice["subscription_id"].as_str().unwrap_or("?")
         );
         self.sns

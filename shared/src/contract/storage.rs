@@ -137,7 +137,18 @@ pub async fn deliveries_lease_finish_park_and_replay(h: &dyn Harness) {
         health: None,
         timed_out: false,
     };
-    queue.finish(&d, &parked).await.expect("finish");
+    assert!(
+        queue.finish(&d, &parked).await.expect("finish"),
+        "this call recorded the outcome"
+    );
+    let again = Finish {
+        attempt: None,
+        ..parked.clone()
+    };
+    assert!(
+        !queue.finish(&d, &again).await.expect("finish again"),
+        "an outcome recorded before is not this call's: of two processes that race, one acts on it"
+    );
     assert!(
         h.next_delivery(&sub.id).await.is_none(),
         "a parked delivery leaves the lane"

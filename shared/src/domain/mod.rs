@@ -7,11 +7,13 @@
 
 mod archive;
 mod ids;
+mod operator;
 mod records;
 mod retake;
 
 pub use archive::*;
 pub use ids::*;
+pub use operator::*;
 pub use records::*;
 pub use retake::*;
 

@@ -1,7 +1,7 @@
 //! One delivery attempt: prepare (the consistent subscription read of the
 //! tombstone rule, the suspension hold, the circuit breaker), send (sign
-//! and POST), classify (the ladder) and record (attempt log, queue outcome,
-//! health record when the retry sequence ends).
+//! and POST) and classify (the ladder); recording what follows is
+//! [`super::outcome`]'s.
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -10,9 +10,9 @@ use time::OffsetDateTime;
 use tracing::{info, warn};
 
 use super::{Engine, Step};
-use crate::domain::{Attempt, AttemptId, Delivery, Event, Subscription, SubscriptionStatus};
-use crate::health::{health_write_due, next_health, Admit, Sequence};
-use crate::policy::{decide, Decision};
+use crate::domain::{Delivery, Event, Subscription, SubscriptionStatus};
+use crate::health::{Admit, Sequence};
+use crate::policy::decide;
 use crate::ports::{End, Finish, Outbound, SendReport, StoreResult, TenantSlot};
 use crate::signing::webhook_headers;
 
@@ -277,124 +277,5 @@ impl Engine {
                 body,
             })
             .await
-    }
-
-    /// Logs the attempt, records the queue outcome and, when the retry
-    /// sequence ended, the health record (and a suspension, if it is due).
-    #[allow(clippy::too_many_arguments)]
-    async fn record(
-        &self,
-        d: &Delivery,
-        sub: &Subscription,
-        attempt_no: u32,
-        started_at: OffsetDateTime,
-        report: &SendReport,
-        decision: Decision,
-        seq: Sequence,
-    ) -> StoreResult<Step> {
-        let (outcome, end) = match decision {
-            Decision::Delivered => ("delivered", End::Delivered),
-            Decision::RetryIn(delay) => ("retrying", End::Retry(self.ports.clock.now() + delay)),
-            Decision::Park(reason) => ("parked", End::Parked(reason)),
-        };
-        let attempt = logged(d, attempt_no, started_at, report, outcome);
-        let ended = matches!(end, End::Delivered | End::Parked(_));
-        let health = ended
-            .then(|| {
-                let mut h = next_health(&sub.health, &attempt, report.result.failure_class(), seq);
-                // A delivery that failed before this success was failing
-                // since its first attempt, parked or not.
-                let own = (attempt_no > 1).then_some(d.first_attempt_at).flatten();
-                h.ramp_until = self
-                    .config
-                    .recovery_ramp
-                    .until(&sub.health, &h, own, started_at);
-                h
-            })
-            .filter(|h| {
-                // Only a subscription of one lane delivers one attempt at a
-                // time: with more, another lane's failure may be written
-                // after `sub.health` was read, and this success must
-                // overwrite it.
-                let refresh = if sub.lanes.get() == 1 {
-                    self.ports.lanes.health_refresh()
-                } else {
-                    std::time::Duration::ZERO
-                };
-                health_write_due(&sub.health, h, refresh)
-            });
-        let finish = Finish {
-            end,
-            attempt: Some(attempt),
-            health,
-            timed_out: report.result == crate::policy::AttemptResult::Timeout,
-        };
-        self.ports.lanes.finish(d, &finish).await?;
-        self.after_finish(d, sub, &finish, report, started_at)
-            .await?;
-        info!(
-            subscription_id = d.subscription_id.as_str(),
-            event_id = d.event_id.as_str(),
-            attempt = attempt_no,
-            outcome,
-            "attempt finished"
-        );
-        Ok(Step::Ended(finish.end))
-    }
-
-    /// What follows a recorded outcome: its counter, and the suspension
-    /// check (G8) on the health record written, or, in retry, on the
-    /// deliveries failing and not ended.
-    async fn after_finish(
-        &self,
-        d: &Delivery,
-        sub: &Subscription,
-        finish: &Finish,
-        report: &SendReport,
-        started_at: OffsetDateTime,
-    ) -> StoreResult<()> {
-        let counter = match &finish.end {
-            End::Delivered => &self.metrics.delivered,
-            End::Retry(_) => &self.metrics.retried,
-            _ => &self.metrics.parked,
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
-        match (&finish.health, &finish.attempt, &finish.end) {
-            (Some(health), Some(attempt), _) => self.suspend_if_due(sub, health, attempt).await?,
-            // In retry: the deliveries failing and not ended count too.
-            (None, Some(attempt), End::Retry(_)) => {
-                if let Some(class) = report.result.failure_class() {
-                    let since = d.first_attempt_at.unwrap_or(started_at);
-                    self.suspend_if_due_in_retry(sub, class, since, attempt)
-                        .await?;
-                }
-            }
-            _ => {}
-        }
-        Ok(())
-    }
-}
-
-/// The attempt-log entry of one attempt.
-fn logged(
-    d: &Delivery,
-    attempt_no: u32,
-    started_at: OffsetDateTime,
-    report: &SendReport,
-    outcome: &str,
-) -> Attempt {
-    Attempt {
-        id: AttemptId::generate(),
-        tenant: d.tenant.clone(),
-        subscription_id: d.subscription_id.clone(),
-        event_id: d.event_id.clone(),
-        event_type: Some(d.event_type.clone()),
-        attempt: attempt_no,
-        started_at,
-        duration_ms: report.elapsed.as_millis() as u64,
-        status_code: report.result.status(),
-        outcome: outcome.to_owned(),
-        error: (!report.result.is_success()).then(|| report.result.describe()),
-        response_excerpt: report.excerpt.clone(),
     }
 }

@@ -3,10 +3,7 @@
 //! sends, and re-enabling: a signed `endpoint.probe`, then the guarded
 //! return to active and the backfill of what was missed.
 //!
-//! The operator webhook is an ordinary subscription of the reserved tenant
-//! `_operator` (id `sub_operator`), kept in step with the configuration at
-//! start: a suspension notice is an event published to it, so it is
-//! signed, retried, parked and replayable like every delivery.
+//! The suspension notice is an operator event ([`super::operator`]).
 
 use std::sync::atomic::Ordering;
 
@@ -14,20 +11,17 @@ use serde_json::json;
 use time::OffsetDateTime;
 use tracing::warn;
 
+use super::operator::excerpt;
 use super::Engine;
 use crate::domain::{
-    rfc3339, Attempt, AttemptId, Event, EventFilter, EventId, EventType, Health, Subscription,
-    SubscriptionId, SubscriptionStatus, TenantId,
+    rfc3339, Attempt, AttemptId, EventId, Health, OperatorEvent, Subscription, SubscriptionStatus,
 };
 use crate::health::projected;
 use crate::policy::FailureClass;
 use crate::ports::{SendReport, StoreError, StoreResult};
+use crate::record::ms;
 use crate::telemetry::Chain;
 
-/// The reserved tenant of the operator webhook.
-pub const OPERATOR_TENANT: &str = "_operator";
-/// The operator webhook's subscription id.
-const OPERATOR_SUBSCRIPTION: &str = "sub_operator";
 /// How far back a backfill reaches at most (the archive's retention).
 const BACKFILL_REACH: time::Duration = time::Duration::days(14);
 
@@ -48,10 +42,6 @@ fn class_name(c: FailureClass) -> &'static str {
         FailureClass::Permanent => "permanent",
         FailureClass::Fatal => "fatal",
     }
-}
-
-fn excerpt(text: Option<&str>) -> Option<String> {
-    text.map(|t| t.chars().take(300).collect())
 }
 
 impl Engine {
@@ -113,7 +103,9 @@ impl Engine {
         entry.error = Some(reason);
         self.ports.attempts.record(&entry).await?;
         let notice = self.notice(sub, health, class, now).await;
-        self.notify(sub, &notice, now).await
+        let occurrence = format!("{}-{}", sub.id.as_str(), ms(now));
+        self.operator_event(OperatorEvent::Suspended, sub, &occurrence, notice, now)
+            .await
     }
 
     /// The suspension notice: who, why, since when, what waits, and how to
@@ -151,35 +143,6 @@ impl Engine {
                 sub.id.as_str()
             ),
         })
-    }
-
-    async fn notify(
-        &self,
-        sub: &Subscription,
-        notice: &serde_json::Value,
-        now: OffsetDateTime,
-    ) -> StoreResult<()> {
-        if self.config.operator_webhook.is_some() {
-            let id = format!(
-                "suspended-{}-{}",
-                sub.id.as_str(),
-                now.unix_timestamp_nanos() / 1_000_000
-            );
-            let payload = json!({"type": "subscription.suspended", "timestamp": rfc3339(now), "data": notice});
-            self.publish(Event {
-                id: EventId::parse(&id).map_err(|e| StoreError::backend(e.0))?,
-                tenant: operator_tenant()?,
-                event_type: EventType::parse("subscription.suspended")
-                    .map_err(|e| StoreError::backend(e.0))?,
-                created_at: now,
-                payload: serde_json::to_vec(&payload)
-                    .map_err(|e| StoreError::backend_from("serializing a notice", e))?
-                    .into(),
-                ordering_key: None,
-            })
-            .await?;
-        }
-        self.ports.notifier.suspended(notice).await
     }
 
     /// Sends one signed `endpoint.probe` to the subscription and logs it
@@ -220,44 +183,6 @@ impl Engine {
         Ok(report)
     }
 
-    /// Registers (or updates) the operator webhook's subscription from the
-    /// configuration; does nothing when none is configured.
-    pub async fn ensure_operator_subscription(&self) -> StoreResult<()> {
-        let Some((url, secret)) = &self.config.operator_webhook else {
-            return Ok(());
-        };
-        let bad = |e: String| StoreError::backend(format!("operator webhook: {e}"));
-        let tenant = operator_tenant()?;
-        let id = SubscriptionId::parse(OPERATOR_SUBSCRIPTION).map_err(|e| bad(e.0))?;
-        let now = self.ports.clock.now();
-        let existing = self.ports.subscriptions.get(&tenant, &id).await?;
-        let mut sub = existing.clone().unwrap_or(Subscription {
-            id,
-            tenant,
-            url: url::Url::parse(url).map_err(|e| bad(e.to_string()))?,
-            filters: vec![EventFilter::parse("subscription.*").map_err(|e| bad(e.0))?],
-            description: Some("operator notifications".into()),
-            metadata: Default::default(),
-            secret: secret.clone(),
-            previous_secret: None,
-            status: SubscriptionStatus::Active,
-            health: Health::default(),
-            suspended_at: None,
-            status_reason: None,
-            created_at: now,
-            updated_at: now,
-            lanes: Default::default(),
-            rate_limit: None,
-        });
-        if existing.is_none() {
-            return self.ports.subscriptions.insert(&sub).await;
-        }
-        sub.url = url::Url::parse(url).map_err(|e| bad(e.to_string()))?;
-        sub.secret = secret.clone();
-        sub.updated_at = now;
-        self.ports.subscriptions.update(&sub).await.map(|_| ())
-    }
-
     /// Re-enables a suspended subscription: a signed `endpoint.probe`
     /// first; on success it goes active with its health reset and the
     /// backfill of what it missed starts. An active one is returned as is.
@@ -274,6 +199,7 @@ impl Engine {
                 .suspensions
                 .set_status_reason(&sub.tenant, &sub.id, &reason)
                 .await?;
+            self.tell_probe_failed(&sub, &report, now).await;
             return Err(EnableError::ProbeFailed(reason));
         }
         if self
@@ -294,10 +220,6 @@ impl Engine {
         let current = self.ports.subscriptions.get(&sub.tenant, &sub.id).await?;
         current.ok_or_else(|| EnableError::ProbeFailed("the subscription was deleted".into()))
     }
-}
-
-fn operator_tenant() -> StoreResult<TenantId> {
-    TenantId::parse(OPERATOR_TENANT).map_err(|e| StoreError::backend(e.0))
 }
 
 #[cfg(all(test, feature = "embedded"))]

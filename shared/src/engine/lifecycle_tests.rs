@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::*;
 use crate::config::Config;
 use crate::contract;
-use crate::domain::BackfillJob;
+use crate::domain::{BackfillJob, Event, SubscriptionId, TenantId};
 use crate::engine::Ports;
 use crate::ports::Backfills;
 use crate::ports::{Notifier, SubscriptionStore, Wakeup};
@@ -19,7 +19,11 @@ struct Counting(AtomicUsize);
 
 #[async_trait::async_trait]
 impl Notifier for Counting {
-    async fn suspended(&self, _: &serde_json::Value) -> StoreResult<()> {
+    async fn send(
+        &self,
+        _: crate::domain::OperatorEvent,
+        _: &serde_json::Value,
+    ) -> StoreResult<()> {
         self.0.fetch_add(1, Ordering::SeqCst);
         Ok(())
     }

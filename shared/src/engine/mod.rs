@@ -1,7 +1,8 @@
 //! The engine: publish (archive and schedule fan-out), fan-out (one
 //! delivery per matching subscription), one delivery attempt
 //! ([`deliver`]: prepare, send, classify, record) and endpoint health
-//! ([`lifecycle`]: suspension, notification, probe, re-enable, backfill).
+//! ([`lifecycle`]: suspension, probe, re-enable, backfill), and the
+//! operator events ([`operator`]).
 //! It works only through the ports; the embedded runner and the AWS
 //! handlers decide *when* each step runs.
 
@@ -11,14 +12,17 @@ mod deliver;
 pub mod in_flight;
 mod lifecycle;
 mod metrics;
+mod operator;
+mod outcome;
 mod pacing;
 mod registry;
 mod requeue;
 mod tenant_slot;
 mod wiring;
 
-pub use lifecycle::{EnableError, OPERATOR_TENANT};
+pub use lifecycle::EnableError;
 pub use metrics::Metrics;
+pub use operator::OPERATOR_TENANT;
 pub use registry::ROTATION_OVERLAP;
 pub use requeue::BackfillPass;
 pub use wiring::{EveryStorePort, Outside, Ports, Store, StorePorts};

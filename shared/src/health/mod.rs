@@ -260,8 +260,10 @@ pub fn backfill_interval(rate: f64, since_start: Duration) -> Duration {
 }
 
 mod breaker;
+mod recovery;
 mod status;
 pub use breaker::*;
+pub use recovery::{recovery, Recovery};
 pub use status::StatusChange;
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
 //! The ports to the world outside the stores: the clock, the HTTP sender,
-//! wake-ups for the embedded workers and suspension notices beyond the
+//! wake-ups for the embedded workers and operator events beyond the
 //! operator webhook. (Name resolution, [`crate::egress::Dns`], is the
 //! egress guard's.)
 
@@ -9,15 +9,20 @@ use async_trait::async_trait;
 use time::OffsetDateTime;
 
 use super::StoreResult;
-use crate::domain::{Event, SubscriptionId, TenantId};
+use crate::domain::{Event, OperatorEvent, SubscriptionId, TenantId};
 use crate::policy::AttemptResult;
 
-/// Tells operators about suspensions on channels beyond the operator
+/// Tells operators of operator events on channels beyond the operator
 /// webhook (the stack's SNS topic on AWS).
 #[async_trait]
 pub trait Notifier: Send + Sync {
-    /// Sends one suspension notice (a JSON document).
-    async fn suspended(&self, notice: &serde_json::Value) -> StoreResult<()>;
+    /// Sends one operator event: its kind and its data (a JSON document).
+    async fn send(&self, kind: OperatorEvent, data: &serde_json::Value) -> StoreResult<()>;
+
+    /// Whether it sends anywhere.
+    fn enabled(&self) -> bool {
+        true
+    }
 }
 
 /// No channel beyond the operator webhook.
@@ -26,8 +31,12 @@ pub struct NoNotifier;
 
 #[async_trait]
 impl Notifier for NoNotifier {
-    async fn suspended(&self, _: &serde_json::Value) -> StoreResult<()> {
+    async fn send(&self, _: OperatorEvent, _: &serde_json::Value) -> StoreResult<()> {
         Ok(())
+    }
+
+    fn enabled(&self) -> bool {
+        false
     }
 }
 

@@ -276,8 +276,13 @@ pub trait LaneQueue: Send + Sync {
         now: OffsetDateTime,
         lease_until: OffsetDateTime,
     ) -> StoreResult<bool>;
-    /// Records how a delivery's turn ended.
-    async fn finish(&self, d: &Delivery, finish: &Finish) -> StoreResult<()>;
+    /// Records how a delivery's turn ended: `true` when this call recorded
+    /// its attempt's outcome, `false` when the delivery was no longer
+    /// pending at that attempt (ended before, or a later attempt took
+    /// over), so one process of those that race on an outcome acts on it.
+    /// Held and dropped ends, which nothing acts on, may answer `true`
+    /// either way.
+    async fn finish(&self, d: &Delivery, finish: &Finish) -> StoreResult<bool>;
     /// Whether this process makes `d`'s attempt, right after its
     /// subscription was read: a queue with a pool for slow lanes (AWS)
     /// answers `false` in the main pool for a lane that moved there, and

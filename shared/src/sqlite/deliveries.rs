@@ -102,7 +102,7 @@ impl LaneQueue for SqliteStore {
         .await
     }
 
-    async fn finish(&self, d: &Delivery, finish: &Finish) -> StoreResult<()> {
+    async fn finish(&self, d: &Delivery, finish: &Finish) -> StoreResult<bool> {
         let (seq, tenant, sub) = (d.seq, d.tenant.clone(), d.subscription_id.clone());
         let finish = finish.clone();
         let now = ms(OffsetDateTime::now_utc());
@@ -120,7 +120,7 @@ impl LaneQueue for SqliteStore {
                 End::Delivered | End::Dropped | End::Held => (None, None, None),
             };
             let last = finish.attempt.as_ref();
-            conn.prepare_cached(
+            let changed = conn.prepare_cached(
                 "UPDATE deliveries SET state = ?2, next_attempt_at = COALESCE(?3, next_attempt_at), \
                  last_status = COALESCE(?4, last_status), last_error = ?5, reason = ?6, parked_at = ?7, \
                  updated_at = ?8 WHERE seq = ?1 AND state = 'pending'",
@@ -135,7 +135,7 @@ impl LaneQueue for SqliteStore {
                 parked,
                 now
             ])?;
-            Ok(())
+            Ok(changed == 1)
         })
         .await
     }

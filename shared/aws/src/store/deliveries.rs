@@ -189,12 +189,13 @@ impl LaneQueue for AwsStore {
         Ok(())
     }
 
-    async fn finish(&self, d: &Delivery, finish: &Finish) -> StoreResult<()> {
+    async fn finish(&self, d: &Delivery, finish: &Finish) -> StoreResult<bool> {
         if matches!(finish.end, End::Held | End::Dropped) {
             return self
                 .records()
                 .end_unattempted_settled(d, finish.end.state())
-                .await;
+                .await
+                .map(|()| true);
         }
         // The first attempt's start, noted at its begin, is forgotten
         // whatever happens next.
@@ -227,7 +228,7 @@ impl LaneQueue for AwsStore {
         if !took {
             // Not pending at this attempt: finished before (a redelivered
             // message), or a later attempt took over.
-            return Ok(());
+            return Ok(false);
         }
         let lane = (&d.tenant, &d.subscription_id, d.lane);
         let (end, pool) = (&finish.end, self.rules_pool());
@@ -245,7 +246,8 @@ impl LaneQueue for AwsStore {
             ..plan
         };
         self.carry_out(lane, plan, matches!(end, End::Retry(_)))
-            .await
+            .await?;
+        Ok(true)
     }
 }
 
