@@ -7,10 +7,10 @@ use std::sync::Arc;
 use super::*;
 use crate::config::Config;
 use crate::contract;
-use crate::domain::{BackfillJob, Event, SubscriptionId, TenantId};
+use crate::domain::{BackfillJob, SubscriptionId, TenantId};
 use crate::engine::Ports;
 use crate::ports::Backfills;
-use crate::ports::{Notifier, SubscriptionStore, Wakeup};
+use crate::ports::{NoWakeup, Notifier, SubscriptionStore};
 use crate::sqlite::SqliteStore;
 
 /// Counts notices (a hand-written fake: this tests the core alone).
@@ -29,14 +29,6 @@ impl Notifier for Counting {
     }
 }
 
-struct Quiet;
-
-impl Wakeup for Quiet {
-    fn fan_out(&self, _: &Event) {}
-    fn lanes(&self, _: &TenantId, _: &[(SubscriptionId, Option<u16>)]) {}
-    fn backfill(&self) {}
-}
-
 #[tokio::test]
 async fn two_concurrent_suspensions_of_one_subscription_send_exactly_one_notice() {
     let dir = tempfile::tempdir().unwrap();
@@ -46,7 +38,7 @@ async fn two_concurrent_suspensions_of_one_subscription_send_exactly_one_notice(
         store.clone(),
         &Config::default(),
         crate::engine::Outside::default(),
-        Arc::new(Quiet),
+        Arc::new(NoWakeup),
         notices.clone(),
     )
     .unwrap();
@@ -148,7 +140,7 @@ async fn a_first_failure_in_retry_reads_nothing_more_and_a_long_streak_does() {
         store.clone(),
         &Config::default(),
         crate::engine::Outside::default(),
-        Arc::new(Quiet),
+        Arc::new(NoWakeup),
         Arc::new(Counting::default()),
     )
     .unwrap();

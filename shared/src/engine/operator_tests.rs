@@ -8,9 +8,9 @@ use std::sync::Arc;
 use super::*;
 use crate::config::Config;
 use crate::contract;
-use crate::domain::{OperatorEvents, SubscriptionId};
+use crate::domain::OperatorEvents;
 use crate::engine::Ports;
-use crate::ports::{Notifier, SubscriptionStore, Wakeup};
+use crate::ports::{NoWakeup, Notifier, SubscriptionStore};
 use crate::sqlite::SqliteStore;
 
 /// Counts the events sent (a hand-written fake: this tests the core alone).
@@ -25,21 +25,13 @@ impl Notifier for Counting {
     }
 }
 
-struct Quiet;
-
-impl Wakeup for Quiet {
-    fn fan_out(&self, _: &Event) {}
-    fn lanes(&self, _: &TenantId, _: &[(SubscriptionId, Option<u16>)]) {}
-    fn backfill(&self) {}
-}
-
 /// An engine over `store` with `config`, telling `sent`.
 fn engine(store: &SqliteStore, config: Config, sent: &Arc<Counting>) -> Arc<Engine> {
     let ports = Ports::build(
         store.clone(),
         &config,
         crate::engine::Outside::default(),
-        Arc::new(Quiet),
+        Arc::new(NoWakeup),
         sent.clone(),
     )
     .unwrap();
