@@ -372,9 +372,10 @@ on_both_backends!(
 /// when the lanes change again while the first change drains.
 ///
 /// That the new lanes run side by side is shown with a gate rather than
-/// by chance overlap: the first 40 requests (the one old lane's) are
-/// answered after 30 ms, every later one is held until two are held at
-/// once. On AWS the new lanes' heads come back from their fence waits at
+/// by chance overlap: the first 40 requests (the old lane's, and on the
+/// embedded backend a few new lanes' heads whose keys' old deliveries are
+/// done) are answered after 30 ms, every later one is held until two are
+/// held at once. On AWS the new lanes' heads come back from their fence waits at
 /// times of their own, so short requests need not overlap.
 async fn a_patch_from_one_lane_to_eight_and_then_to_three_keeps_per_key_order(backend: Backend) {
     let server = Server::start_on(backend, test_env(&[])).await;

@@ -122,6 +122,7 @@ pub async fn run_all(h: &dyn Harness) {
     matching_respects_filters_tenants_and_pages(h).await;
     accepting_is_idempotent_for_a_day(h).await;
     deliveries_lease_finish_park_and_replay(h).await;
+    a_later_attempt_takes_the_outcome_over(h).await;
     a_deleted_subscription_is_gone_for_attempts_and_fan_out(h).await;
     suspension_is_a_guarded_transition(h).await;
     tenant_keys_are_kept_by_hash_and_revoked(h).await;

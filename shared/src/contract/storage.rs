@@ -5,7 +5,7 @@ use time::{Duration, OffsetDateTime};
 
 use super::{attempt, event, new_delivery, subscription, tenant, Harness};
 use crate::domain::Retake;
-use crate::domain::{EventType, SubscriptionId, SubscriptionStatus};
+use crate::domain::{Delivery, EventType, SubscriptionId, SubscriptionStatus};
 use crate::ports::{Accepted, End, Finish, StoreError};
 
 /// Subscriptions round-trip, are scoped to their tenant, and stay gone
@@ -304,4 +304,45 @@ pub async fn suspension_is_a_guarded_transition(h: &dyn Harness) {
         got.status_reason, None,
         "the reason goes with the suspension"
     );
+}
+
+/// An attempt's outcome stands only at that attempt: once a later attempt
+/// began (after the first one's lease), the first one's finish records
+/// nothing and says so, and the later one's does.
+pub async fn a_later_attempt_takes_the_outcome_over(h: &dyn Harness) {
+    let ports = h.ports();
+    let queue = &ports.lanes;
+    let t = tenant("later");
+    let sub = subscription(&t, &["*"]);
+    ports.subscriptions.insert(&sub).await.expect("insert");
+    let e = event(&t, "a.b", OffsetDateTime::now_utc());
+    queue
+        .enqueue(&[new_delivery(&sub, &e)])
+        .await
+        .expect("enqueue");
+    let first = h.next_delivery(&sub.id).await.expect("queued");
+    let now = OffsetDateTime::now_utc();
+    assert!(queue.begin(&first, now, now).await.expect("begin"));
+    let second = Delivery {
+        attempts: first.attempts + 1,
+        ..first.clone()
+    };
+    assert!(queue
+        .begin(&second, now, now + Duration::seconds(30))
+        .await
+        .expect("begin"));
+    let parked = |d: &Delivery| Finish {
+        end: End::Parked("status 410".into()),
+        attempt: Some(attempt(d, d.attempts + 1, "parked", Some(410))),
+        health: None,
+        timed_out: false,
+    };
+    assert!(
+        !queue.finish(&first, &parked(&first)).await.expect("finish"),
+        "a later attempt took over"
+    );
+    assert!(queue
+        .finish(&second, &parked(&second))
+        .await
+        .expect("finish"));
 }

@@ -13,8 +13,9 @@
 //! recovery ends ([`crate::health::recovery`]). The archive's idempotency
 //! (G12) then makes it once: a second process sending the same occurrence
 //! gets a duplicate, and only the process whose accept was new tells the
-//! notifier. Nothing is sent about the operator tenant's own subscription,
-//! so the operator webhook's failures produce no events about itself.
+//! notifier. Nothing goes to the operator webhook about its own
+//! subscription, so its failures produce no events about itself; its
+//! suspension still goes to the notifier.
 //! `HOOKLANE_OPERATOR_EVENTS` chooses the kinds that go out; a failure to
 //! send one is logged and leaves the outcome that caused it as it is.
 
@@ -80,10 +81,15 @@ impl Engine {
         now: OffsetDateTime,
     ) -> StoreResult<()> {
         let nowhere = self.config.operator_webhook.is_none() && !self.ports.notifier.enabled();
-        if nowhere
-            || !self.config.operator_events.sends(kind)
-            || about.tenant.as_str() == OPERATOR_TENANT
-        {
+        if nowhere || !self.config.operator_events.sends(kind) {
+            return Ok(());
+        }
+        if about.tenant.as_str() == OPERATOR_TENANT {
+            // Not to the operator webhook about itself; its suspension
+            // (guarded, so once) still goes to the notifier.
+            if kind == OperatorEvent::Suspended {
+                self.ports.notifier.send(kind, &data).await?;
+            }
             return Ok(());
         }
         let bad = |e: crate::domain::Invalid| StoreError::backend(e.0);

@@ -10,7 +10,7 @@ use tracing::info;
 
 use super::{Engine, Step};
 use crate::domain::{Attempt, AttemptId, Delivery, Subscription};
-use crate::health::{health_write_due, next_health, Sequence};
+use crate::health::{health_write_due, next_health, recovery, Sequence};
 use crate::policy::Decision;
 use crate::ports::{End, Finish, SendReport, StoreResult};
 
@@ -41,13 +41,14 @@ impl Engine {
             health,
             timed_out: report.result == crate::policy::AttemptResult::Timeout,
         };
-        let took = self.ports.lanes.finish(d, &finish).await?;
-        self.after_finish(d, sub, &finish, report, started_at)
-            .await?;
-        if took {
+        // The operator events first: an outcome recorded is told even if
+        // what follows it fails.
+        if self.ports.lanes.finish(d, &finish).await? {
             self.tell_operators_of_end(d, sub, &finish, started_at)
                 .await;
         }
+        self.after_finish(d, sub, &finish, report, started_at)
+            .await?;
         info!(
             subscription_id = d.subscription_id.as_str(),
             event_id = d.event_id.as_str(),
@@ -84,8 +85,11 @@ impl Engine {
             .until(&sub.health, &h, own, started_at);
         // Only a subscription of one lane delivers one attempt at a time:
         // with more, another lane's failure may be written after
-        // `sub.health` was read, and this success must overwrite it.
-        let refresh = if sub.lanes.get() == 1 {
+        // `sub.health` was read, and this success must overwrite it. A
+        // success that ends a streak is written too: the next streak is
+        // named after it ([`crate::health::recovery`]).
+        let recovers = recovery(&sub.health, own, started_at, self.config.recovered_after);
+        let refresh = if sub.lanes.get() == 1 && recovers.is_none() {
             self.ports.lanes.health_refresh()
         } else {
             std::time::Duration::ZERO

@@ -104,6 +104,9 @@ impl LaneQueue for SqliteStore {
 
     async fn finish(&self, d: &Delivery, finish: &Finish) -> StoreResult<bool> {
         let (seq, tenant, sub) = (d.seq, d.tenant.clone(), d.subscription_id.clone());
+        // An attempt's outcome stands only at that attempt: a later one
+        // (begun after this one's lease) has its own to write.
+        let this = finish.attempt.as_ref().map(|_| d.attempts + 1);
         let finish = finish.clone();
         let now = ms(OffsetDateTime::now_utc());
         self.write_relaxed(move |conn| {
@@ -123,7 +126,8 @@ impl LaneQueue for SqliteStore {
             let changed = conn.prepare_cached(
                 "UPDATE deliveries SET state = ?2, next_attempt_at = COALESCE(?3, next_attempt_at), \
                  last_status = COALESCE(?4, last_status), last_error = ?5, reason = ?6, parked_at = ?7, \
-                 updated_at = ?8 WHERE seq = ?1 AND state = 'pending'",
+                 updated_at = ?8 WHERE seq = ?1 AND state = 'pending' \
+                 AND (?9 IS NULL OR attempts = ?9)",
             )?
             .execute(params![
                 seq,
@@ -133,7 +137,8 @@ impl LaneQueue for SqliteStore {
                 last.and_then(|a| a.error.clone()),
                 reason,
                 parked,
-                now
+                now,
+                this
             ])?;
             Ok(changed == 1)
         })
