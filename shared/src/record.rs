@@ -4,7 +4,6 @@
 //! a stored record that does not parse ([`unreadable`]), for both adapters.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
@@ -17,12 +16,13 @@ use crate::signing::Secret;
 
 /// Stored records read that did not parse back, since the process started
 /// (served as `hooklane_unreadable_records_total`).
-pub static UNREADABLE: AtomicU64 = AtomicU64::new(0);
+pub static UNREADABLE: std::sync::LazyLock<prometheus_client::metrics::counter::Counter> =
+    std::sync::LazyLock::new(Default::default);
 
 /// Reports a stored record that does not parse: logs its kind and key and
 /// counts it. The caller keeps the record (and parks it, if a delivery).
 pub fn unreadable(kind: &str, key: &str, why: &str) {
-    UNREADABLE.fetch_add(1, Ordering::Relaxed);
+    UNREADABLE.inc();
     tracing::error!(kind, key, why, "stored record does not parse; kept");
 }
 

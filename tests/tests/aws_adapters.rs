@@ -400,7 +400,7 @@ async fn parked_unreadable(store: &AwsStore) -> Vec<(String, String)> {
 }
 
 fn unreadable_count() -> u64 {
-    hooklane_core::record::UNREADABLE.load(std::sync::atomic::Ordering::SeqCst)
+    hooklane_core::record::UNREADABLE.get()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -479,13 +479,7 @@ async fn a_tombstoned_subscriptions_delivery_is_dropped_not_parked() {
         "done: deleted from the queue"
     );
     assert_eq!(rx.count("gone"), 0);
-    assert_eq!(
-        ctx.engine
-            .metrics
-            .dropped
-            .load(std::sync::atomic::Ordering::Relaxed),
-        1
-    );
+    assert_eq!(ctx.engine.metrics.dropped.get(), 1);
     assert!(
         DeadLetters::list(&ctx.store.dead_letters(), &subs[0].1, None, None, 10)
             .await
@@ -991,7 +985,7 @@ async fn a_counting_store_counts_each_aws_call_by_service_and_operation() {
     let store = AwsStore::counting(&hooklane_tests::aws::sdk().await, plain.settings().clone());
     let tenant = TenantId::parse("counted").unwrap();
     let count = |op: &str| {
-        hooklane_aws::calls::render()
+        hooklane_aws::call_metrics::render()
             .lines()
             .find(|l| l.contains(&format!("operation=\"{op}\"")))
             .and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
@@ -1005,7 +999,7 @@ async fn a_counting_store_counts_each_aws_call_by_service_and_operation() {
         .await
         .unwrap();
     assert_eq!(count("GetItem") - before, 2);
-    assert!(hooklane_aws::calls::render().contains("service=\"DynamoDB\""));
+    assert!(hooklane_aws::call_metrics::render().contains("service=\"DynamoDB\""));
 }
 
 /// A tenant's lane counter (`Q#lanes`), as stored.

@@ -1,6 +1,6 @@
 //! Counts the AWS API calls hooklane makes, by service and operation (an
 //! SDK interceptor), when `HOOKLANE_COUNT_AWS_CALLS=1`. The counts are
-//! served by `GET /metrics` as `hooklane_aws_calls_total`, with what AWS
+//! served by `GET /metrics` ([`crate::call_metrics`]) as `hooklane_aws_calls_total`, with what AWS
 //! bills for them ([`crate::capacity`]) as `hooklane_aws_billed_total`
 //! (DynamoDB write and read units, SQS requests by 64 KiB chunk); the
 //! benchmark turns them into dollars per delivery. The event source
@@ -31,14 +31,20 @@ use aws_smithy_types::config_bag::{ConfigBag, Storable, StoreReplace};
 
 use crate::capacity::{self, item_size, item_write_units, read_units, sqs_requests};
 
-static CALLS: Mutex<BTreeMap<(String, String), u64>> = Mutex::new(BTreeMap::new());
+/// Calls by (service, operation).
+pub(crate) type Counts = BTreeMap<(String, String), u64>;
+
+/// Billed units by (service, operation), in the order of [`UNITS`].
+pub(crate) type Billed = BTreeMap<(String, String), [f64; 4]>;
+
+static CALLS: Mutex<Counts> = Mutex::new(BTreeMap::new());
 
 /// Billed units by (service, operation): write units, read units, SQS
 /// requests.
-static BILLED: Mutex<BTreeMap<(String, String), [f64; 4]>> = Mutex::new(BTreeMap::new());
+static BILLED: Mutex<Billed> = Mutex::new(BTreeMap::new());
 
 /// The units of [`BILLED`]'s slots, as served.
-const UNITS: [&str; 4] = ["wru", "rru", "requests", "ms"];
+pub(crate) const UNITS: [&str; 4] = ["wru", "rru", "requests", "ms"];
 
 /// Counts one invocation of `function` that took `took` (Lambda bills
 /// each invocation's duration rounded up to the millisecond), when
@@ -354,30 +360,10 @@ impl Intercept for CountCalls {
     }
 }
 
-/// The counts in Prometheus text format.
-pub fn render() -> String {
-    let Ok(calls) = CALLS.lock() else {
-        return String::new();
-    };
-    let mut out = String::from("# TYPE hooklane_aws_calls_total counter\n");
-    for ((service, op), n) in calls.iter() {
-        out.push_str(&format!(
-            "hooklane_aws_calls_total{{service=\"{service}\",operation=\"{op}\"}} {n}\n"
-        ));
-    }
-    drop(calls);
-    let Ok(billed) = BILLED.lock() else {
-        return out;
-    };
-    out.push_str("# TYPE hooklane_aws_billed_total counter\n");
-    for ((service, op), units) in billed.iter() {
-        for (unit, n) in UNITS.iter().zip(units) {
-            if *n > 0.0 {
-                out.push_str(&format!(
-                    "hooklane_aws_billed_total{{service=\"{service}\",operation=\"{op}\",unit=\"{unit}\"}} {n}\n"
-                ));
-            }
-        }
-    }
-    out
+/// The counts so far: calls, and billed units ([`UNITS`]), by (service,
+/// operation).
+pub(crate) fn snapshot() -> (Counts, Billed) {
+    let calls = CALLS.lock().map(|c| c.clone()).unwrap_or_default();
+    let billed = BILLED.lock().map(|b| b.clone()).unwrap_or_default();
+    (calls, billed)
 }

@@ -15,6 +15,7 @@
 //! every attempt, backs off by message visibility, and parks to the FIFO
 //! dead-letter queue with attributes that say why.
 
+pub mod call_metrics;
 pub mod calls;
 pub mod capacity;
 pub mod env;

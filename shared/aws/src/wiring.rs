@@ -87,7 +87,7 @@ pub fn engine(
         None => Engine::new(ports, config),
     };
     if store.settings().count_calls {
-        let _ = engine.metrics.extra.set(crate::calls::render);
+        engine.metrics.register(crate::call_metrics::register);
     }
     Ok(engine)
 }

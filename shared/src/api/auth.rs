@@ -59,7 +59,7 @@ async fn principal(
 }
 
 /// The tenant a path is for and the kind of route it is; `None` for the
-/// routes outside a tenant (`/metrics`).
+/// routes outside a tenant (`/metrics`, `/status`).
 fn route_of(method: &Method, path: &str) -> Option<(Option<TenantId>, RouteKind)> {
     let rest = path.strip_prefix("/v1/tenants/")?;
     let (tenant, rest) = rest.split_once('/').unwrap_or((rest, ""));
@@ -97,7 +97,7 @@ pub(super) async fn authenticate(
             let path = req.uri().path();
             let path = path.strip_prefix(PORTAL_API).unwrap_or(path);
             match route_of(req.method(), path) {
-                // Outside a tenant (metrics): the operator's only.
+                // Outside a tenant (metrics, status): the operator's only.
                 None => Verdict::Forbidden,
                 Some((None, _)) => Verdict::Elsewhere,
                 Some((Some(tenant), kind)) => tenant_credential.may(&tenant, kind),

@@ -40,6 +40,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/openapi.json"),
     ("get", "/portal/"),
     ("get", "/metrics"),
+    ("get", "/status"),
     ("post", "/v1/tenants/{tenant}/subscriptions"),
     ("get", "/v1/tenants/{tenant}/subscriptions"),
     ("get", "/v1/tenants/{tenant}/subscriptions/{id}"),
@@ -199,6 +200,7 @@ pub fn router(state: AppState) -> Router {
         // The same routes for tenant credentials only (`auth::PORTAL_API`).
         .nest("/portal/api/v1/tenants/{tenant}", tenant_routes)
         .route("/metrics", get(metrics))
+        .route("/status", get(status))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             auth::authenticate,
@@ -230,6 +232,15 @@ async fn openapi() -> Response {
     ([(header::CONTENT_TYPE, "application/json")], OPENAPI).into_response()
 }
 
-async fn metrics(State(state): State<AppState>) -> String {
-    state.engine.metrics.render()
+async fn metrics(State(state): State<AppState>) -> Response {
+    let body = state.engine.metrics_now().await;
+    (
+        [(header::CONTENT_TYPE, crate::engine::METRICS_CONTENT_TYPE)],
+        body,
+    )
+        .into_response()
+}
+
+async fn status(State(state): State<AppState>) -> Result<axum::Json<serde_json::Value>, ApiError> {
+    Ok(axum::Json(state.engine.status().await?))
 }

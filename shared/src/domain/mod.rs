@@ -8,12 +8,14 @@
 mod archive;
 mod ids;
 mod operator;
+mod overview;
 mod records;
 mod retake;
 
 pub use archive::*;
 pub use ids::*;
 pub use operator::*;
+pub use overview::*;
 pub use records::*;
 pub use retake::*;
 

@@ -3,7 +3,6 @@
 //! and POST) and classify (the ladder); recording what follows is
 //! [`super::outcome`]'s.
 
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use time::OffsetDateTime;
@@ -152,13 +151,19 @@ impl Engine {
         now: OffsetDateTime,
         slot: TenantSlot,
     ) -> StoreResult<Step> {
-        self.metrics.attempts.fetch_add(1, Ordering::Relaxed);
+        self.metrics.attempts.inc();
         let attempt_no = d.attempts + 1;
         let report = {
             let _open = super::in_flight::open(&d.tenant);
             self.send_within_cut_off(sub, event, attempt_no, now).await
         };
         self.release_slot(d, slot).await;
+        // A delivery's first attempt: how long after its event's acceptance
+        // it started (a replay's or a backfill's counts from the event too).
+        let since_accepted = (d.attempts == 0)
+            .then(|| Duration::try_from(now - event.created_at).unwrap_or_default());
+        self.metrics
+            .attempt_ended(&report.result, report.elapsed, since_accepted);
         self.breakers.record(
             &d.subscription_id,
             report.result.is_success(),
@@ -190,7 +195,7 @@ impl Engine {
     /// Puts a delivery off until `until` without an attempt.
     pub(super) async fn put_off(&self, d: &Delivery, until: OffsetDateTime) -> StoreResult<Step> {
         self.ports.lanes.defer(d, until).await?;
-        self.metrics.deferred.fetch_add(1, Ordering::Relaxed);
+        self.metrics.deferred.inc();
         Ok(Step::Deferred(until))
     }
 
@@ -216,7 +221,7 @@ impl Engine {
     async fn drop_delivery(&self, d: &Delivery) -> StoreResult<Step> {
         let dropped = Finish::without_attempt(End::Dropped);
         self.ports.lanes.finish(d, &dropped).await?;
-        self.metrics.dropped.fetch_add(1, Ordering::Relaxed);
+        self.metrics.dropped.inc();
         info!(
             subscription_id = d.subscription_id.as_str(),
             event_id = d.event_id.as_str(),

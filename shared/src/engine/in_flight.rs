@@ -53,6 +53,11 @@ impl Drop for Open {
     }
 }
 
+/// Requests open now in this process, all tenants together.
+pub fn open_total() -> usize {
+    lock().values().map(|(open, _)| open).sum()
+}
+
 /// The most requests one tenant has had open at once in this process.
 pub fn peak() -> usize {
     PEAK.load(Ordering::Relaxed)

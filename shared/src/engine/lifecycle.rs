@@ -5,8 +5,6 @@
 //!
 //! The suspension notice is an operator event ([`super::operator`]).
 
-use std::sync::atomic::Ordering;
-
 use serde_json::json;
 use time::OffsetDateTime;
 use tracing::warn;
@@ -95,7 +93,7 @@ impl Engine {
         {
             return Ok(());
         }
-        self.metrics.suspensions[class as usize].fetch_add(1, Ordering::Relaxed);
+        self.metrics.suspended_for(class);
         warn!(tenant = sub.tenant.as_str(), subscription_id = sub.id.as_str(), %reason, "subscription suspended");
         let mut entry = last.clone();
         entry.id = AttemptId::generate();

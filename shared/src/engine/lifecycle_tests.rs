@@ -1,7 +1,7 @@
 //! Tests of the suspension rules (G8) on the core with the embedded
 //! store: one notice per suspension, and what a delivery in retry reads.
 
-use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use super::*;
@@ -70,7 +70,12 @@ async fn two_concurrent_suspensions_of_one_subscription_send_exactly_one_notice(
     a.unwrap();
     b.unwrap();
     assert_eq!(notices.0.load(Ordering::SeqCst), 1, "exactly one notice");
-    assert_eq!(engine.metrics.suspensions[0].load(Ordering::SeqCst), 1);
+    assert_eq!(
+        engine
+            .metrics
+            .suspensions_of(crate::policy::FailureClass::Retryable),
+        1
+    );
     let now_suspended = store.get(&tenant, &sub.id).await.unwrap().unwrap();
     assert_eq!(now_suspended.status, SubscriptionStatus::Suspended);
     assert!(now_suspended.status_reason.unwrap().contains("retryable"));

@@ -17,17 +17,17 @@ mod outcome;
 mod pacing;
 mod registry;
 mod requeue;
+mod status;
 mod tenant_slot;
 mod wiring;
 
 pub use lifecycle::EnableError;
-pub use metrics::Metrics;
+pub use metrics::{Metrics, CONTENT_TYPE as METRICS_CONTENT_TYPE};
 pub use operator::OPERATOR_TENANT;
 pub use registry::ROTATION_OVERLAP;
 pub use requeue::BackfillPass;
 pub use wiring::{EveryStorePort, Outside, Ports, Store, StorePorts};
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use time::OffsetDateTime;
@@ -155,7 +155,7 @@ impl Engine {
                 Ok((accepted, by)) => {
                     decided = Some(by);
                     if let Accepted::New(e) = &accepted {
-                        self.metrics.events_accepted.fetch_add(1, Ordering::Relaxed);
+                        self.metrics.events_accepted.inc();
                         info!(
                             tenant = e.tenant.as_str(),
                             event_id = e.id.as_str(),
@@ -357,9 +357,7 @@ impl Engine {
             self.ports.wakeup.lanes(tenant, &lanes);
             i = j;
         }
-        self.metrics
-            .deliveries_enqueued
-            .fetch_add(batch.len() as u64, Ordering::Relaxed);
+        self.metrics.deliveries_enqueued.inc_by(batch.len() as u64);
         Ok(batch.len())
     }
 }

@@ -3,8 +3,6 @@
 //! sequence ends, the suspension check (G8), and the operator events of an
 //! outcome this process recorded ([`super::operator`]).
 
-use std::sync::atomic::Ordering;
-
 use time::OffsetDateTime;
 use tracing::info;
 
@@ -113,7 +111,7 @@ impl Engine {
             End::Retry(_) => &self.metrics.retried,
             _ => &self.metrics.parked,
         };
-        counter.fetch_add(1, Ordering::Relaxed);
+        counter.inc();
         match (&finish.health, &finish.attempt, &finish.end) {
             (Some(health), Some(attempt), _) => self.suspend_if_due(sub, health, attempt).await?,
             // In retry: the deliveries failing and not ended count too.

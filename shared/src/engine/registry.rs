@@ -5,8 +5,6 @@
 //! the ports, so each rule (the secret's rotation overlap, the stamp of a
 //! change, the wake-up after an unregister) lives here once.
 
-use std::sync::atomic::Ordering;
-
 use time::OffsetDateTime;
 
 use super::Engine;
@@ -84,7 +82,7 @@ impl Engine {
         let Some(dropped) = self.ports.subscriptions.delete(tenant, id).await? else {
             return Ok(None);
         };
-        self.metrics.dropped.fetch_add(dropped, Ordering::Relaxed);
+        self.metrics.dropped.inc_by(dropped);
         self.ports.wakeup.lanes(tenant, &[(id.clone(), None)]);
         Ok(Some(dropped))
     }

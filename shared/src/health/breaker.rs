@@ -174,6 +174,15 @@ impl Breakers {
         };
     }
 
+    /// How many breakers are open at `now` (deferring attempts).
+    pub fn open_count(&self, now: OffsetDateTime) -> usize {
+        self.map.lock().map_or(0, |m| {
+            m.values()
+                .filter(|b| matches!(b, Breaker::Open { until, .. } if now < *until))
+                .count()
+        })
+    }
+
     /// The breaker of `sub` (closed when unknown).
     pub fn state(&self, sub: &crate::domain::SubscriptionId) -> Breaker {
         self.map

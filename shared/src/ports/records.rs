@@ -6,8 +6,8 @@ use async_trait::async_trait;
 
 use super::StoreResult;
 use crate::domain::{
-    Attempt, BackfillJob, DeadLetter, DeliveryRecord, EventId, Subscription, SubscriptionId,
-    TenantId,
+    Attempt, BackfillJob, DeadLetter, DeliveryRecord, EventId, Overview, Subscription,
+    SubscriptionId, TenantId,
 };
 
 /// Parked deliveries, listed for operators (the engine replays them
@@ -36,6 +36,13 @@ pub trait DeliveryViews: Send + Sync {
         tenant: &TenantId,
         event_id: &EventId,
     ) -> StoreResult<Vec<(SubscriptionId, DeliveryRecord)>>;
+
+    /// What the store can tell of the whole service (the status and the
+    /// backlog gauges); `parked` only when asked (it reads every parked
+    /// delivery's index entry). A backend leaves out what it cannot tell.
+    async fn overview(&self, _parked: bool) -> StoreResult<Overview> {
+        Ok(Overview::default())
+    }
 }
 
 /// Backfills in progress: where each stands (the engine runs and paces

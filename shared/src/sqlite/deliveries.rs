@@ -58,7 +58,7 @@ impl LaneQueue for SqliteStore {
             let mut stmt = conn.prepare_cached(
                 "INSERT OR IGNORE INTO deliveries \
                  (tenant, subscription_id, event_id, event_type, state, next_attempt_at, updated_at, \
-                 lane_no, key_hash) VALUES (?1, ?2, ?3, ?4, 'pending', ?5, ?5, ?6, ?7)",
+                 enqueued_at, lane_no, key_hash) VALUES (?1, ?2, ?3, ?4, 'pending', ?5, ?5, ?5, ?6, ?7)",
             )?;
             for d in &rows {
                 stmt.execute(params![
@@ -210,7 +210,8 @@ fn requeue_one(
     let lane_no = if lane == "backfill" { 0 } else { d.lane };
     conn.prepare_cached(
         "INSERT INTO deliveries (tenant, subscription_id, event_id, event_type, state, next_attempt_at, \
-         updated_at, lane, lane_no, key_hash) VALUES (?1, ?2, ?3, ?4, 'pending', ?5, ?5, ?6, ?7, ?8)",
+         updated_at, enqueued_at, lane, lane_no, key_hash) \
+         VALUES (?1, ?2, ?3, ?4, 'pending', ?5, ?5, ?5, ?6, ?7, ?8)",
     )?
     .execute(params![
         d.tenant.as_str(),

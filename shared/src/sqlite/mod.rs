@@ -20,6 +20,7 @@ mod attempts;
 mod backfill;
 mod deliveries;
 mod events;
+mod overview;
 mod schema;
 mod subscriptions;
 mod views;

@@ -125,6 +125,9 @@ const ADDED: &[(&str, &str, &str)] = &[
     ("deliveries", "key_hash", "INTEGER"),
     // The event's type in the attempt log (NULL in older entries).
     ("attempts", "event_type", "TEXT"),
+    // When a delivery was queued (NULL in older rows: their `updated_at`
+    // stands in), for the age of the oldest pending one.
+    ("deliveries", "enqueued_at", "INTEGER"),
 ];
 
 /// Indexes over the added columns.
@@ -133,6 +136,7 @@ DROP INDEX IF EXISTS deliveries_lane;
 CREATE INDEX IF NOT EXISTS deliveries_lane_no ON deliveries (subscription_id, lane, lane_no, state, seq);
 CREATE INDEX IF NOT EXISTS deliveries_by_key ON deliveries (subscription_id, key_hash, seq)
     WHERE key_hash IS NOT NULL AND state = 'pending';
+CREATE INDEX IF NOT EXISTS deliveries_pending ON deliveries (tenant, seq) WHERE state = 'pending';
 "#;
 
 /// Creates the tables, columns and indexes that are missing.

@@ -180,7 +180,7 @@ async fn a_queued_delivery_that_does_not_parse_is_parked_with_the_reason_reporte
         })
         .await
         .unwrap();
-    let before = crate::record::UNREADABLE.load(std::sync::atomic::Ordering::SeqCst);
+    let before = crate::record::UNREADABLE.get();
 
     let head = h
         .store
@@ -205,7 +205,7 @@ async fn a_queued_delivery_that_does_not_parse_is_parked_with_the_reason_reporte
         .unwrap();
     assert_eq!(state, "parked", "kept and parked, not deleted");
     assert!(reason.contains("does not parse"), "{reason}");
-    let after = crate::record::UNREADABLE.load(std::sync::atomic::Ordering::SeqCst);
+    let after = crate::record::UNREADABLE.get();
     assert!(after > before, "counted");
 
     // Lists leave the unreadable row out, count it, and still answer.
@@ -230,7 +230,7 @@ async fn a_queued_delivery_that_does_not_parse_is_parked_with_the_reason_reporte
         .await
         .unwrap();
     assert!(views.is_empty(), "an unknown state is not read as another");
-    assert!(crate::record::UNREADABLE.load(std::sync::atomic::Ordering::SeqCst) > after);
+    assert!(crate::record::UNREADABLE.get() > after);
 }
 
 /// A lane queue that departs from the one requeue rule: a replay takes
@@ -543,10 +543,7 @@ async fn a_request_takes_one_fan_out_path_and_fans_out_at_most_2000_deliveries_i
     let answers = engine.publish_all(events).await;
     assert!(answers.iter().all(|a| a.is_ok()));
     // 96 events make 2,016 deliveries: the caller stops there.
-    let inline = engine
-        .metrics
-        .deliveries_enqueued
-        .load(std::sync::atomic::Ordering::SeqCst);
+    let inline = engine.metrics.deliveries_enqueued.get();
     assert_eq!(
         inline,
         96 * 21,
@@ -565,10 +562,7 @@ async fn a_request_takes_one_fan_out_path_and_fans_out_at_most_2000_deliveries_i
         "scheduled by the store"
     );
     assert_eq!(
-        engine
-            .metrics
-            .deliveries_enqueued
-            .load(std::sync::atomic::Ordering::SeqCst),
+        engine.metrics.deliveries_enqueued.get(),
         inline,
         "nothing fanned out by the caller"
     );

@@ -7,7 +7,8 @@ use rusqlite::{params, Row};
 
 use super::{corrupt, from_ms, readable, SqliteStore};
 use crate::domain::{
-    DeadLetter, DeliveryRecord, DeliveryState, EventId, EventType, SubscriptionId, TenantId,
+    DeadLetter, DeliveryRecord, DeliveryState, EventId, EventType, Overview, SubscriptionId,
+    TenantId,
 };
 use crate::ports::{DeadLetters, DeliveryViews, StoreResult};
 
@@ -94,5 +95,9 @@ impl DeliveryViews for SqliteStore {
             .and_then(|rows| readable("delivery", rows))
         })
         .await
+    }
+
+    async fn overview(&self, parked: bool) -> StoreResult<Overview> {
+        self.overview_now(parked).await
     }
 }
