@@ -2,7 +2,8 @@
 //! workers in one process (over embedded SQLite, or over DynamoDB and SQS
 //! with `--backend aws`); `dlq` inspects and replays the SQS dead-letter
 //! queue; `receive` is a local receiver that prints and verifies what
-//! hooklane sends.
+//! hooklane sends; `status` asks a running hooklane how far behind
+//! delivery is.
 //!
 //! The AWS backend (`serve --backend aws`, `dlq`) is the cargo feature
 //! `aws`, off by default: without it the command builds without the AWS
@@ -12,6 +13,7 @@
 #[cfg(feature = "aws")]
 mod dlq;
 mod receive;
+mod status;
 
 /// mimalloc: the delivery path allocates and frees small buffers at a high
 /// rate; glibc's allocator kept handing pages back to the kernel
@@ -66,6 +68,9 @@ enum Command {
     Dlq(dlq::Args),
     /// Listen for webhooks and print each request, verifying signatures.
     Receive(receive::Args),
+    /// Show how far behind delivery is, for whom and since when: backlog
+    /// per tenant, suspended subscriptions, dead letters, open breakers.
+    Status(status::Args),
 }
 
 /// SQLite allocates its page caches with the C library's `malloc`, from
@@ -117,6 +122,7 @@ async fn main() -> anyhow::Result<()> {
         #[cfg(feature = "aws")]
         Command::Dlq(args) => dlq::run(args).await,
         Command::Receive(args) => receive::run(args).await,
+        Command::Status(args) => status::run(args).await,
     }
 }
 

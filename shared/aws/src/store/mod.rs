@@ -42,6 +42,7 @@ mod first_attempt;
 mod items;
 mod lane_change;
 mod lane_flags;
+mod overview;
 mod placements;
 pub mod rates;
 pub mod records;

@@ -16,7 +16,7 @@ use std::collections::HashSet;
 
 use async_trait::async_trait;
 use hooklane_core::domain::{
-    DeliveryRecord, EventId, Subscription, SubscriptionId, SubscriptionStatus, TenantId,
+    DeliveryRecord, EventId, Overview, Subscription, SubscriptionId, SubscriptionStatus, TenantId,
 };
 use hooklane_core::ports::{DeliveryViews, EventArchive, StoreResult, SubscriptionStore};
 
@@ -38,6 +38,10 @@ pub struct AwsViews {
 
 #[async_trait]
 impl DeliveryViews for AwsViews {
+    async fn overview(&self, _parked: bool) -> StoreResult<Overview> {
+        self.records.queue_overview().await
+    }
+
     async fn of_event(
         &self,
         tenant: &TenantId,

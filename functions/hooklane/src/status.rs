@@ -1,0 +1,210 @@
+//! `hooklane status`: what an operator asks first in an incident (how far
+//! behind delivery is, for whom, since when), read from a running
+//! hooklane's `GET /status` (`serve` on either backend, or the deployed
+//! API) and printed as tables, or as the JSON itself with `--json`. The
+//! numbers are those `GET /metrics` serves: both read one overview.
+
+use anyhow::Context;
+use serde_json::Value;
+
+/// `hooklane status` arguments.
+#[derive(clap::Args)]
+pub struct Args {
+    /// The hooklane API's base URL.
+    #[arg(long, env = "HOOKLANE_URL", default_value = "http://127.0.0.1:8080")]
+    url: String,
+    /// The operator token (`HOOKLANE_API_TOKEN` of the server).
+    #[arg(long, env = "HOOKLANE_API_TOKEN", hide_env_values = true)]
+    token: String,
+    /// Print the status document as JSON, for scripts.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Fetches the status and prints it.
+pub async fn run(args: Args) -> anyhow::Result<()> {
+    let url = format!("{}/status", args.url.trim_end_matches('/'));
+    let response = reqwest::Client::new()
+        .get(&url)
+        .bearer_auth(&args.token)
+        .send()
+        .await
+        .with_context(|| format!("asking {url}"))?;
+    let code = response.status();
+    let body = response.text().await.context("reading the status")?;
+    if !code.is_success() {
+        anyhow::bail!("{url} answered {code}: {body}");
+    }
+    let status: Value = serde_json::from_str(&body).context("the status is not JSON")?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&status)?);
+    } else {
+        print!("{}", render(&status));
+    }
+    Ok(())
+}
+
+/// A duration in seconds, as an operator reads it: `42.0 s`, `7m 3s`,
+/// `2h 5m`, `3d 4h`.
+fn age(seconds: &Value) -> String {
+    let Some(s) = seconds.as_f64() else {
+        return "-".into();
+    };
+    let whole = s as u64;
+    match whole {
+        0..120 => format!("{s:.1} s"),
+        120..7200 => format!("{}m {}s", whole / 60, whole % 60),
+        7200..172_800 => format!("{}h {}m", whole / 3600, whole % 3600 / 60),
+        _ => format!("{}d {}h", whole / 86_400, whole % 86_400 / 3600),
+    }
+}
+
+fn text(v: &Value) -> String {
+    match v {
+        Value::Null => "-".into(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Rows under a heading, in columns as wide as their widest cell.
+fn table(out: &mut String, head: &[&str], rows: &[Vec<String>]) {
+    let widths: Vec<usize> = (0..head.len())
+        .map(|i| {
+            rows.iter()
+                .map(|r| r[i].chars().count())
+                .chain([head[i].len()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let line = |cells: Vec<String>| {
+        let padded: Vec<String> = cells
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        format!("  {}\n", padded.join("  ").trim_end())
+    };
+    out.push_str(&line(head.iter().map(|h| h.to_string()).collect()));
+    for r in rows {
+        out.push_str(&line(r.clone()));
+    }
+}
+
+const UNKNOWN: &str = "  (this backend cannot tell; see the README)\n";
+
+/// The status as tables.
+fn render(s: &Value) -> String {
+    let mut out = format!("hooklane status at {}\n\n", text(&s["at"]));
+    let backlog = &s["backlog"];
+    match backlog["pending"].as_u64() {
+        Some(n) => out.push_str(&format!(
+            "Backlog: {n} pending, the oldest queued {} ago\n",
+            age(&backlog["oldest_age_seconds"])
+        )),
+        None => out.push_str(&format!("Backlog:\n{UNKNOWN}")),
+    }
+    let tenants: Vec<Vec<String>> = backlog["tenants"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|t| {
+            vec![
+                text(&t["tenant"]),
+                text(&t["pending"]),
+                age(&t["oldest_age_seconds"]),
+            ]
+        })
+        .collect();
+    if !tenants.is_empty() {
+        table(&mut out, &["TENANT", "PENDING", "OLDEST"], &tenants);
+    }
+    out.push('\n');
+    out.push_str(&format!(
+        "Suspended subscriptions: {}\n",
+        text(&s["suspended_total"])
+    ));
+    match s["suspended"].as_array() {
+        Some(subs) if !subs.is_empty() => {
+            let rows: Vec<Vec<String>> = subs
+                .iter()
+                .map(|x| {
+                    ["tenant", "subscription_id", "since", "reason", "url"]
+                        .iter()
+                        .map(|k| text(&x[*k]))
+                        .collect()
+                })
+                .collect();
+            table(
+                &mut out,
+                &["TENANT", "SUBSCRIPTION", "SINCE", "WHY", "URL"],
+                &rows,
+            );
+        }
+        Some(_) => {}
+        None => out.push_str(UNKNOWN),
+    }
+    out.push('\n');
+    out.push_str("Dead letters:\n");
+    match s["dead_letters"].as_array() {
+        Some(rows) if !rows.is_empty() => {
+            let rows: Vec<Vec<String>> = rows
+                .iter()
+                .map(|x| vec![text(&x["tenant"]), text(&x["parked"])])
+                .collect();
+            table(&mut out, &["TENANT", "PARKED"], &rows);
+        }
+        Some(_) => out.push_str("  none\n"),
+        None => out.push_str(UNKNOWN),
+    }
+    out.push('\n');
+    out.push_str(&format!(
+        "Circuit breakers open (in the answering process): {}\n",
+        text(&s["open_breakers"])
+    ));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ages_read_as_an_operator_reads_them() {
+        let a = |s: f64| age(&serde_json::json!(s));
+        assert_eq!(a(3.04), "3.0 s");
+        assert_eq!(a(423.0), "7m 3s");
+        assert_eq!(a(7500.0), "2h 5m");
+        assert_eq!(a(273_600.0), "3d 4h");
+        assert_eq!(age(&Value::Null), "-");
+    }
+
+    #[test]
+    fn the_tables_show_every_tenant_and_say_what_is_unknown() {
+        let s = serde_json::json!({
+            "at": "2026-12-05T07:46:46.064Z",
+            "backlog": {"pending": 12, "oldest_age_seconds": 61.0, "tenants": [
+                {"tenant": "acme", "pending": 10, "oldest_age_seconds": 61.0},
+                {"tenant": "_other", "pending": 2, "oldest_age_seconds": 5.0}]},
+            "suspended_total": 1,
+            "suspended": [{"tenant": "acme", "subscription_id": "sub_1", "url": "https://x.test/h",
+                           "since": "2026-12-05T07:00:00.000Z", "reason": "dns: no such host"}],
+            "dead_letters": null,
+            "open_breakers": 2,
+        });
+        let out = render(&s);
+        assert!(
+            out.contains("Backlog: 12 pending, the oldest queued 61.0 s ago"),
+            "{out}"
+        );
+        assert!(out.contains("  acme    10       61.0 s"), "{out}");
+        assert!(out.contains("  _other  2        5.0 s"), "{out}");
+        assert!(out.contains("dns: no such host"), "{out}");
+        assert!(
+            out.contains("Dead letters:\n  (this backend cannot tell"),
+            "{out}"
+        );
+        assert!(out.contains("open (in the answering process): 2"), "{out}");
+    }
+}
