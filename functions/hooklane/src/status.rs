@@ -94,10 +94,8 @@ fn table(out: &mut String, head: &[&str], rows: &[Vec<String>]) {
 
 const UNKNOWN: &str = "  (this backend cannot tell; see the README)\n";
 
-/// The status as tables.
-fn render(s: &Value) -> String {
-    let mut out = format!("hooklane status at {}\n\n", text(&s["at"]));
-    let backlog = &s["backlog"];
+/// The backlog in all, then per tenant.
+fn backlog(out: &mut String, backlog: &Value) {
     match backlog["pending"].as_u64() {
         Some(n) => out.push_str(&format!(
             "Backlog: {n} pending, the oldest queued {} ago\n",
@@ -118,49 +116,48 @@ fn render(s: &Value) -> String {
         })
         .collect();
     if !tenants.is_empty() {
-        table(&mut out, &["TENANT", "PENDING", "OLDEST"], &tenants);
+        table(out, &["TENANT", "PENDING", "OLDEST"], &tenants);
     }
-    out.push('\n');
-    out.push_str(&format!(
-        "Suspended subscriptions: {}\n",
-        text(&s["suspended_total"])
-    ));
-    match s["suspended"].as_array() {
-        Some(subs) if !subs.is_empty() => {
-            let rows: Vec<Vec<String>> = subs
-                .iter()
-                .map(|x| {
-                    ["tenant", "subscription_id", "since", "reason", "url"]
-                        .iter()
-                        .map(|k| text(&x[*k]))
-                        .collect()
-                })
-                .collect();
-            table(
-                &mut out,
-                &["TENANT", "SUBSCRIPTION", "SINCE", "WHY", "URL"],
-                &rows,
-            );
-        }
-        Some(_) => {}
-        None => out.push_str(UNKNOWN),
-    }
-    out.push('\n');
-    out.push_str("Dead letters:\n");
-    match s["dead_letters"].as_array() {
+}
+
+/// A list of the status as a table of these fields, `empty` when it has
+/// no rows, or [`UNKNOWN`] when the backend cannot tell.
+fn listed(out: &mut String, list: &Value, fields: &[(&str, &str)], empty: &str) {
+    match list.as_array() {
         Some(rows) if !rows.is_empty() => {
             let rows: Vec<Vec<String>> = rows
                 .iter()
-                .map(|x| vec![text(&x["tenant"]), text(&x["parked"])])
+                .map(|x| fields.iter().map(|(k, _)| text(&x[*k])).collect())
                 .collect();
-            table(&mut out, &["TENANT", "PARKED"], &rows);
+            let head: Vec<&str> = fields.iter().map(|(_, h)| *h).collect();
+            table(out, &head, &rows);
         }
-        Some(_) => out.push_str("  none\n"),
+        Some(_) => out.push_str(empty),
         None => out.push_str(UNKNOWN),
     }
-    out.push('\n');
+}
+
+/// The status as tables.
+fn render(s: &Value) -> String {
+    let mut out = format!("hooklane status at {}\n\n", text(&s["at"]));
+    backlog(&mut out, &s["backlog"]);
     out.push_str(&format!(
-        "Circuit breakers open (in the answering process): {}\n",
+        "\nSuspended subscriptions: {}\n",
+        text(&s["suspended_total"])
+    ));
+    let suspended = [
+        ("tenant", "TENANT"),
+        ("subscription_id", "SUBSCRIPTION"),
+        ("since", "SINCE"),
+        ("reason", "WHY"),
+        ("url", "URL"),
+    ];
+    listed(&mut out, &s["suspended"], &suspended, "");
+    out.push_str("\nDead letters:\n");
+    let parked = [("tenant", "TENANT"), ("parked", "PARKED")];
+    listed(&mut out, &s["dead_letters"], &parked, "  none\n");
+    out.push_str(&format!(
+        "\nCircuit breakers open (in the answering process): {}\n",
         text(&s["open_breakers"])
     ));
     out
