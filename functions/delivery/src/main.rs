@@ -13,10 +13,16 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     hooklane_core::telemetry::init();
     let (store, engine) =
         hooklane_aws::wiring::delivery_from_env(&hooklane_aws::AwsEnv::from_env()?).await?;
+    let function = match store.pool() {
+        hooklane_aws::Pool::Main => "delivery",
+        hooklane_aws::Pool::Slow => "slow-delivery",
+    };
     let ctx = Deliver { engine, store };
     let ctx = &ctx;
     lambda_runtime::run(service_fn(|event: LambdaEvent<SqsEvent>| async move {
-        Ok::<SqsBatchResponse, lambda_runtime::Error>(handle(ctx, event.payload).await)
+        let response = handle(ctx, event.payload).await;
+        hooklane_aws::wiring::emit_metrics(&ctx.engine, &ctx.store, function);
+        Ok::<SqsBatchResponse, lambda_runtime::Error>(response)
     }))
     .await
 }

@@ -31,7 +31,9 @@ async fn main() -> Result<(), lambda_runtime::Error> {
             budget: left.saturating_sub(Duration::from_secs(20)),
             ..ctx.clone()
         };
-        Ok::<SqsBatchResponse, lambda_runtime::Error>(handle(&ctx, event.payload).await)
+        let response = handle(&ctx, event.payload).await;
+        hooklane_aws::wiring::emit_metrics(&ctx.engine, &ctx.store, "fanout");
+        Ok::<SqsBatchResponse, lambda_runtime::Error>(response)
     }))
     .await
 }

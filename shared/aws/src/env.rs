@@ -70,6 +70,9 @@ pub struct AwsEnv {
     pub pool: Pool,
     /// `HOOKLANE_AUTH_MODE`.
     pub auth_mode: AuthMode,
+    /// `HOOKLANE_METRICS_NAMESPACE`: the CloudWatch namespace of the EMF
+    /// lines a Lambda function prints after each batch (unset: none).
+    pub metrics_namespace: Option<String>,
 }
 
 fn bad(var: &'static str, reason: impl Into<String>) -> ConfigError {
@@ -105,6 +108,7 @@ impl AwsEnv {
             fan_out_in_api,
             operator_topic_arn: named("HOOKLANE_OPERATOR_TOPIC_ARN"),
             count_calls,
+            metrics_namespace: named("HOOKLANE_METRICS_NAMESPACE"),
             local_poll: get("HOOKLANE_LOCAL_POLL")
                 .map_or(Ok(LocalPoll::default()), |v| local_poll(&v))?,
             pool: match named("HOOKLANE_POOL").as_deref().map(str::trim) {
@@ -155,6 +159,7 @@ impl AwsEnv {
             operator_topic_arn: self.operator_topic_arn.clone(),
             count_calls: self.count_calls,
             local_poll: self.local_poll,
+            metrics_namespace: self.metrics_namespace.clone(),
             ..settings
         }
     }
@@ -204,6 +209,7 @@ mod tests {
             (Pool::Main, AuthMode::Iam, LocalPoll::default())
         );
         assert_eq!(env.operator_topic_arn, None);
+        assert_eq!(env.metrics_namespace, None, "no EMF lines unless asked");
     }
 
     #[test]
@@ -215,8 +221,13 @@ mod tests {
             ("HOOKLANE_POOL", "slow"),
             ("HOOKLANE_AUTH_MODE", "jwt"),
             ("HOOKLANE_OPERATOR_TOPIC_ARN", "arn:aws:sns:us-east-1:1:t"),
+            ("HOOKLANE_METRICS_NAMESPACE", "hooklane/prod"),
         ])
         .unwrap();
+        assert_eq!(
+            env.onto(Settings::default()).metrics_namespace.as_deref(),
+            Some("hooklane/prod")
+        );
         assert!(!env.fan_out_in_api && env.count_calls);
         assert_eq!((env.pool, env.auth_mode), (Pool::Slow, AuthMode::Jwt));
         assert_eq!(

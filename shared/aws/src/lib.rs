@@ -65,6 +65,9 @@ pub struct Settings {
     pub count_calls: bool,
     /// Which queues the stand-in polls (`HOOKLANE_LOCAL_POLL`).
     pub local_poll: LocalPoll,
+    /// The CloudWatch namespace of the functions' EMF lines
+    /// (`HOOKLANE_METRICS_NAMESPACE`; none: no lines).
+    pub metrics_namespace: Option<String>,
 }
 
 /// A deployed process's wait before it writes a type index: a stack

@@ -86,6 +86,9 @@ pub fn engine(
         Some(other) => Engine::sharing_breakers(ports, config, other),
         None => Engine::new(ports, config),
     };
+    if store.settings().metrics_namespace.is_some() {
+        engine.metrics.keep_samples();
+    }
     if store.settings().count_calls {
         engine.metrics.register(crate::call_metrics::register);
     }
@@ -118,6 +121,23 @@ pub async fn delivery_from_env(env: &AwsEnv) -> anyhow::Result<(AwsStore, Arc<En
     let engine = engine(pool_config(config, &store), &store, &sdk, None)?;
     engine.ensure_operator_subscription().await?;
     Ok((store, engine))
+}
+
+/// Prints the EMF line of what `engine` counted since the last one
+/// (CloudWatch reads it from the function's log), when
+/// `HOOKLANE_METRICS_NAMESPACE` is set: at most one line per batch, none
+/// for a batch that counted nothing.
+pub fn emit_metrics(engine: &Engine, store: &AwsStore, function: &str) {
+    let Some(namespace) = &store.settings().metrics_namespace else {
+        return;
+    };
+    if let Some(line) =
+        engine
+            .metrics
+            .emf_line(namespace, function, time::OffsetDateTime::now_utc())
+    {
+        println!("{line}");
+    }
 }
 
 #[cfg(test)]

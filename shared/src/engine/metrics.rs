@@ -57,6 +57,20 @@ pub struct Metrics {
     open_breakers: Gauge,
     in_flight: Gauge,
     in_flight_peak: Gauge,
+    /// Whether [`Samples`] are kept (for EMF lines, on Lambda).
+    pub(super) sampling: std::sync::atomic::AtomicBool,
+    /// The values since the last EMF line.
+    pub(super) samples: std::sync::Mutex<Samples>,
+    /// The counters at the last EMF line.
+    pub(super) emf_last: std::sync::Mutex<Vec<u64>>,
+}
+
+/// Attempt durations and first-attempt latencies, in milliseconds, kept
+/// for the next EMF line (at most [`super::emf::MAX_VALUES`] each).
+#[derive(Debug, Default)]
+pub(super) struct Samples {
+    pub(super) attempt_ms: Vec<f64>,
+    pub(super) first_attempt_ms: Vec<f64>,
 }
 
 fn class_name(class: Option<FailureClass>) -> &'static str {
@@ -94,6 +108,9 @@ impl Default for Metrics {
             open_breakers: Gauge::default(),
             in_flight: Gauge::default(),
             in_flight_peak: Gauge::default(),
+            sampling: Default::default(),
+            samples: Default::default(),
+            emf_last: Default::default(),
         };
         // Every class shows from the start, at 0.
         for class in ["success", "retryable", "permanent", "fatal"] {
@@ -153,6 +170,13 @@ impl Metrics {
             .inc();
     }
 
+    /// Attempts ended of this class so far.
+    pub(super) fn outcome_count(&self, class: &str) -> u64 {
+        self.outcomes
+            .get_or_create(&vec![("class", class.to_owned())])
+            .get()
+    }
+
     /// Suspensions counted of this class.
     pub fn suspensions_of(&self, class: FailureClass) -> u64 {
         self.suspensions
@@ -178,6 +202,18 @@ impl Metrics {
         self.attempt_seconds.observe(took.as_secs_f64());
         if let Some(wait) = since_accepted {
             self.first_attempt_seconds.observe(wait.as_secs_f64());
+        }
+        if self.sampling.load(std::sync::atomic::Ordering::Relaxed) {
+            let mut s = self.samples.lock().unwrap_or_else(|e| e.into_inner());
+            let keep = |values: &mut Vec<f64>, d: Duration| {
+                if values.len() < super::emf::MAX_VALUES {
+                    values.push(d.as_secs_f64() * 1000.0);
+                }
+            };
+            keep(&mut s.attempt_ms, took);
+            if let Some(wait) = since_accepted {
+                keep(&mut s.first_attempt_ms, wait);
+            }
         }
     }
 

@@ -9,6 +9,7 @@
 mod access;
 mod cut_off;
 mod deliver;
+mod emf;
 pub mod in_flight;
 mod lifecycle;
 mod metrics;
