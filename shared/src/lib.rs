@@ -51,3 +51,4 @@ pub mod signing;
 #[cfg(feature = "embedded")]
 pub mod sqlite;
 pub mod telemetry;
+pub mod trace;

@@ -105,7 +105,23 @@ pub enum FailureClass {
     Fatal,
 }
 
+impl FailureClass {
+    /// `retryable`, `permanent` or `fatal`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Retryable => "retryable",
+            Self::Permanent => "permanent",
+            Self::Fatal => "fatal",
+        }
+    }
+}
+
 impl AttemptResult {
+    /// `success`, or the failure's class name (metrics and traces).
+    pub fn outcome_class(&self) -> &'static str {
+        self.failure_class().map_or("success", FailureClass::name)
+    }
+
     /// Whether this is a success (2xx).
     pub fn is_success(&self) -> bool {
         matches!(self, Self::Response { status, .. } if (200..300).contains(status))

@@ -11,6 +11,7 @@
 use tracing_subscriber::filter::Targets;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::Layer;
 
 /// The filter `RUST_LOG` asks for, or `info` when it is unset or unreadable.
 fn filter() -> Targets {
@@ -41,10 +42,15 @@ pub fn init() {
     // A bad value is refused (named) by the configuration, read next.
     let json = crate::config::log_json(&|k| std::env::var(k).ok()).unwrap_or(false);
     let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
-    let registry = tracing_subscriber::registry().with(filter());
-    let _ = if json {
-        registry.with(fmt.json()).try_init()
+    let fmt = if json {
+        fmt.json().with_filter(filter()).boxed()
     } else {
-        registry.with(fmt).try_init()
+        fmt.with_filter(filter()).boxed()
     };
+    // The log's filter is the log's only: the traces layer, when there is
+    // one, takes its own spans whatever `RUST_LOG` says.
+    let _ = tracing_subscriber::registry()
+        .with(fmt)
+        .with(crate::trace::layer())
+        .try_init();
 }

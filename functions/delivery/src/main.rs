@@ -22,6 +22,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     lambda_runtime::run(service_fn(|event: LambdaEvent<SqsEvent>| async move {
         let response = handle(ctx, event.payload).await;
         hooklane_aws::wiring::emit_metrics(&ctx.engine, &ctx.store, function);
+        hooklane_core::trace::flush_done().await;
         Ok::<SqsBatchResponse, lambda_runtime::Error>(response)
     }))
     .await

@@ -33,6 +33,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
         };
         let response = handle(&ctx, event.payload).await;
         hooklane_aws::wiring::emit_metrics(&ctx.engine, &ctx.store, "fanout");
+        hooklane_core::trace::flush_done().await;
         Ok::<SqsBatchResponse, lambda_runtime::Error>(response)
     }))
     .await

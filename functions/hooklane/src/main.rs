@@ -158,7 +158,7 @@ async fn serve(listen: SocketAddr, store: Store) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("listening on {listen}"))?;
     println!("hooklane listening on http://{}", listener.local_addr()?);
-    match store {
+    let served = match store {
         Store::Embedded(db) => {
             hooklane_core::embedded::serve(listener, config, &db, shutdown_signal()).await
         }
@@ -182,7 +182,10 @@ async fn serve(listen: SocketAddr, store: Store) -> anyhow::Result<()> {
             )
             .await
         }
-    }
+    };
+    // The spans ended before the shutdown go out (when traces are on).
+    hooklane_core::trace::flush_done().await;
+    served
 }
 
 /// A write past the process's file-size limit (`ulimit -f`, or a

@@ -8,12 +8,13 @@
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
-use axum::http::{header, StatusCode};
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
+use tracing::Instrument;
 
 use super::body::{self, Fields};
 use super::error::ApiError;
@@ -141,12 +142,15 @@ fn answer(accepted: StoreResult<Accepted>) -> Result<(StatusCode, Value), ApiErr
 pub(super) async fn publish(
     State(state): State<AppState>,
     Path(tenant): Path<String>,
+    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let tenant = input::tenant(&tenant)?;
     let bytes = body::bytes(body)?;
     let event = event_of(&tenant, &bytes, state.engine.now())?;
-    let (status, view) = accept(&state, event).await?;
+    let span = crate::trace::publish(&tenant, 1, &headers);
+    span.record("event_id", event.id.as_str());
+    let (status, view) = accept(&state, event).instrument(span).await?;
     Ok((status, Json(view)).into_response())
 }
 
@@ -165,6 +169,7 @@ pub(super) async fn publish(
 pub(super) async fn publish_batch(
     State(state): State<AppState>,
     Path(tenant): Path<String>,
+    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let tenant = input::tenant(&tenant)?;
@@ -187,7 +192,13 @@ pub(super) async fn publish_batch(
             event_of(&tenant, raw.get().as_bytes(), at).map(|e| valid.push(e))
         })
         .collect();
-    let mut accepted = state.engine.publish_all(valid).await.into_iter();
+    let span = crate::trace::publish(&tenant, valid.len(), &headers);
+    let mut accepted = state
+        .engine
+        .publish_all(valid)
+        .instrument(span)
+        .await
+        .into_iter();
     let mut items = Vec::with_capacity(events.len());
     let mut failed: Option<ApiError> = None;
     for check in checked {

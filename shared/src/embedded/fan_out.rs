@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
-use tracing::{error, info};
+use tracing::{error, info, Instrument};
 
 use super::ERROR_PAUSE;
 use crate::domain::{Event, EventId, TenantId};
@@ -173,7 +173,11 @@ async fn next_jobs(store: &SqliteStore, at_hand: &AtHand) -> StoreResult<Vec<(i6
 
 async fn fan_out(engine: &Engine, store: &SqliteStore, jobs: Vec<(i64, Event)>) -> StoreResult<()> {
     let (seqs, events): (Vec<i64>, Vec<Event>) = jobs.into_iter().unzip();
-    let n = engine.fan_out_many(&events).await?;
+    let span = match events.first() {
+        Some(e) => crate::trace::fan_out(&e.tenant, e.id.as_str(), events.len()),
+        None => tracing::Span::none(),
+    };
+    let n = engine.fan_out_many(&events).instrument(span).await?;
     info!(events = events.len(), deliveries = n, "fanned out");
     store.complete_fan_outs(seqs).await
 }

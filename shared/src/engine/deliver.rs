@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use time::OffsetDateTime;
-use tracing::{info, warn};
+use tracing::{info, warn, Instrument};
 
 use super::{Engine, Step};
 use crate::domain::{Delivery, Event, Subscription, SubscriptionStatus};
@@ -153,10 +153,14 @@ impl Engine {
     ) -> StoreResult<Step> {
         self.metrics.attempts.inc();
         let attempt_no = d.attempts + 1;
+        let span = crate::trace::attempt(d, attempt_no);
         let report = {
             let _open = super::in_flight::open(&d.tenant);
-            self.send_within_cut_off(sub, event, attempt_no, now).await
+            self.send_within_cut_off(sub, event, attempt_no, now)
+                .instrument(span.clone())
+                .await
         };
+        crate::trace::attempt_ended(&span, &report.result);
         self.release_slot(d, slot).await;
         // A delivery's first attempt: how long after its event's acceptance
         // it started (a replay's or a backfill's counts from the event too).
@@ -267,13 +271,15 @@ impl Engine {
         body: bytes::Bytes,
         now: OffsetDateTime,
     ) -> SendReport {
-        let headers = webhook_headers(
+        let mut headers = webhook_headers(
             &sub.signing_secrets(now),
             id,
             now.unix_timestamp(),
             attempt,
             &body,
         );
+        // The attempt span's own, when traces are on.
+        headers.extend(crate::trace::traceparent().map(|t| ("traceparent", t)));
         self.ports
             .sender
             .send(Outbound {

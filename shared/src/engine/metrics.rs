@@ -73,15 +73,6 @@ pub(super) struct Samples {
     pub(super) first_attempt_ms: Vec<f64>,
 }
 
-fn class_name(class: Option<FailureClass>) -> &'static str {
-    match class {
-        None => "success",
-        Some(FailureClass::Retryable) => "retryable",
-        Some(FailureClass::Permanent) => "permanent",
-        Some(FailureClass::Fatal) => "fatal",
-    }
-}
-
 impl Default for Metrics {
     fn default() -> Self {
         let m = Self {
@@ -166,7 +157,7 @@ impl Metrics {
     /// Counts a suspension of this class.
     pub fn suspended_for(&self, class: FailureClass) {
         self.suspensions
-            .get_or_create(&vec![("class", class_name(Some(class)).to_owned())])
+            .get_or_create(&vec![("class", class.name().to_owned())])
             .inc();
     }
 
@@ -180,7 +171,7 @@ impl Metrics {
     /// Suspensions counted of this class.
     pub fn suspensions_of(&self, class: FailureClass) -> u64 {
         self.suspensions
-            .get_or_create(&vec![("class", class_name(Some(class)).to_owned())])
+            .get_or_create(&vec![("class", class.name().to_owned())])
             .get()
     }
 
@@ -194,10 +185,7 @@ impl Metrics {
         since_accepted: Option<Duration>,
     ) {
         self.outcomes
-            .get_or_create(&vec![(
-                "class",
-                class_name(result.failure_class()).to_owned(),
-            )])
+            .get_or_create(&vec![("class", result.outcome_class().to_owned())])
             .inc();
         self.attempt_seconds.observe(took.as_secs_f64());
         if let Some(wait) = since_accepted {

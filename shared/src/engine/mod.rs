@@ -32,7 +32,7 @@ pub use wiring::{EveryStorePort, Outside, Ports, Store, StorePorts};
 use std::sync::Arc;
 
 use time::OffsetDateTime;
-use tracing::{info, warn};
+use tracing::{info, warn, Instrument};
 
 use crate::config::Config;
 use crate::domain::{Event, EventType, Subscription, SubscriptionId, TenantId};
@@ -196,7 +196,12 @@ impl Engine {
             return answers;
         }
         let tenant = run[0].tenant.as_str();
-        let whole = match self.fan_out_run(&run, INLINE_DELIVERIES).await {
+        let span = crate::trace::fan_out(&run[0].tenant, run[0].id.as_str(), run.len());
+        let whole = match self
+            .fan_out_run(&run, INLINE_DELIVERIES)
+            .instrument(span)
+            .await
+        {
             Ok(whole) => whole,
             Err(e) => {
                 warn!(tenant, error = %Chain(&e), "fanning out before answering failed; the tenant's events are fanned out from the queue from now on");

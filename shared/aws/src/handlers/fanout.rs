@@ -14,7 +14,8 @@ use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use hooklane_core::domain::{Event, EventId, SubscriptionId, TenantId};
 use hooklane_core::engine::Engine;
 use hooklane_core::telemetry::Chain;
-use tracing::{error, info, warn};
+use hooklane_core::trace;
+use tracing::{error, info, warn, Instrument};
 
 use super::{run_groups, Outcome};
 use crate::messages::{BackfillMessage, FanOutMessage};
@@ -133,7 +134,13 @@ pub async fn fan_out_together(ctx: &FanOut, records: &[SqsMessage]) -> HashSet<S
         .filter(|run| run.len() > 1)
         .map(|run| async move {
             let events: Vec<Event> = run.iter().map(|(_, e)| e.clone()).collect();
-            match ctx.engine.fan_out_run(&events, usize::MAX).await {
+            let span = trace::fan_out(&events[0].tenant, events[0].id.as_str(), events.len());
+            match ctx
+                .engine
+                .fan_out_run(&events, usize::MAX)
+                .instrument(span)
+                .await
+            {
                 Ok(whole) => {
                     info!(
                         tenant = events[0].tenant.as_str(),
@@ -231,6 +238,7 @@ async fn fan_out(ctx: &FanOut, m: &SqsMessage, event: &Event, started: Instant) 
         match ctx
             .engine
             .fan_out_pages(event, after.clone(), PAGES_PER_PASS)
+            .instrument(trace::fan_out(tenant, event_id.as_str(), 1))
             .await
         {
             Ok((n, None)) => {
