@@ -29,7 +29,7 @@ use tracing_opentelemetry::OpenTelemetrySpanExt;
 use tracing_subscriber::filter::Targets;
 use tracing_subscriber::Layer;
 
-use crate::domain::{Delivery, TenantId};
+use crate::domain::{Delivery, Event, TenantId};
 use crate::policy::AttemptResult;
 
 static ON: AtomicBool = AtomicBool::new(false);
@@ -126,17 +126,17 @@ pub fn publish(tenant: &TenantId, events: usize, headers: &axum::http::HeaderMap
     span
 }
 
-/// The span of fanning out a run of events (`tenant` and `first`: the
-/// first event's; the embedded worker's runs can hold several tenants').
-pub fn fan_out(tenant: &TenantId, first: &str, events: usize) -> Span {
-    if !enabled() {
+/// The span of fanning out a run of events, named by the first one's
+/// tenant and id (the embedded worker's runs can hold several tenants').
+pub fn fan_out(events: &[Event]) -> Span {
+    let Some(first) = events.first().filter(|_| enabled()) else {
         return Span::none();
-    }
+    };
     tracing::info_span!(
         "fan_out",
-        tenant = tenant.as_str(),
-        event_id = first,
-        events
+        tenant = first.tenant.as_str(),
+        event_id = first.id.as_str(),
+        events = events.len()
     )
 }
 

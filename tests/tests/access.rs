@@ -128,9 +128,11 @@ async fn a_tenant_key_reaches_its_own_tenant_only(backend: Backend) {
             ));
         }
     }
-    let (status, _) = server.call_as(&text, "GET", "/metrics", None).await;
-    if status != 403 {
-        wrong.push(format!("GET /metrics with a tenant key: {status}, not 403"));
+    for path in ["/metrics", "/status"] {
+        let (status, _) = server.call_as(&text, "GET", path, None).await;
+        if status != 403 {
+            wrong.push(format!("GET {path} with a tenant key: {status}, not 403"));
+        }
     }
     let secret = format!("/v1/tenants/a/subscriptions/{a}/secret");
     let (status, body) = server.call_as(&text, "GET", &secret, None).await;

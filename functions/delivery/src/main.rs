@@ -21,8 +21,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let ctx = &ctx;
     lambda_runtime::run(service_fn(|event: LambdaEvent<SqsEvent>| async move {
         let response = handle(ctx, event.payload).await;
-        hooklane_aws::wiring::emit_metrics(&ctx.engine, &ctx.store, function);
-        hooklane_core::trace::flush_done().await;
+        hooklane_aws::wiring::batch_done(&ctx.engine, &ctx.store, function).await;
         Ok::<SqsBatchResponse, lambda_runtime::Error>(response)
     }))
     .await

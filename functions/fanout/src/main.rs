@@ -32,8 +32,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
             ..ctx.clone()
         };
         let response = handle(&ctx, event.payload).await;
-        hooklane_aws::wiring::emit_metrics(&ctx.engine, &ctx.store, "fanout");
-        hooklane_core::trace::flush_done().await;
+        hooklane_aws::wiring::batch_done(&ctx.engine, &ctx.store, "fanout").await;
         Ok::<SqsBatchResponse, lambda_runtime::Error>(response)
     }))
     .await

@@ -183,7 +183,7 @@ mod tests {
             "at": "2026-12-05T07:46:46.064Z",
             "backlog": {"pending": 12, "oldest_age_seconds": 61.0, "tenants": [
                 {"tenant": "acme", "pending": 10, "oldest_age_seconds": 61.0},
-                {"tenant": "_other", "pending": 2, "oldest_age_seconds": 5.0}]},
+                {"tenant": "(others)", "pending": 2, "oldest_age_seconds": 5.0}]},
             "suspended_total": 1,
             "suspended": [{"tenant": "acme", "subscription_id": "sub_1", "url": "https://x.test/h",
                            "since": "2026-12-05T07:00:00.000Z", "reason": "dns: no such host"}],
@@ -195,8 +195,8 @@ mod tests {
             out.contains("Backlog: 12 pending, the oldest queued 61.0 s ago"),
             "{out}"
         );
-        assert!(out.contains("  acme    10       61.0 s"), "{out}");
-        assert!(out.contains("  _other  2        5.0 s"), "{out}");
+        assert!(out.contains("  acme      10       61.0 s"), "{out}");
+        assert!(out.contains("  (others)  2        5.0 s"), "{out}");
         assert!(out.contains("dns: no such host"), "{out}");
         assert!(
             out.contains("Dead letters:\n  (this backend cannot tell"),

@@ -123,21 +123,19 @@ pub async fn delivery_from_env(env: &AwsEnv) -> anyhow::Result<(AwsStore, Arc<En
     Ok((store, engine))
 }
 
-/// Prints the EMF line of what `engine` counted since the last one
-/// (CloudWatch reads it from the function's log), when
-/// `HOOKLANE_METRICS_NAMESPACE` is set: at most one line per batch, none
-/// for a batch that counted nothing.
-pub fn emit_metrics(engine: &Engine, store: &AwsStore, function: &str) {
-    let Some(namespace) = &store.settings().metrics_namespace else {
-        return;
-    };
-    if let Some(line) =
-        engine
-            .metrics
-            .emf_line(namespace, function, time::OffsetDateTime::now_utc())
-    {
-        println!("{line}");
+/// What a Lambda function does after each batch: prints the EMF line of
+/// what `engine` counted since the last one (CloudWatch reads it from the
+/// function's log), when `HOOKLANE_METRICS_NAMESPACE` is set (none for a
+/// batch that counted nothing), and sends the batch's spans, when traces
+/// are on.
+pub async fn batch_done(engine: &Engine, store: &AwsStore, function: &str) {
+    if let Some(namespace) = &store.settings().metrics_namespace {
+        let now = time::OffsetDateTime::now_utc();
+        if let Some(line) = engine.metrics.emf_line(namespace, function, now) {
+            println!("{line}");
+        }
     }
+    hooklane_core::trace::flush_done().await;
 }
 
 #[cfg(test)]

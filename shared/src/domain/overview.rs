@@ -11,12 +11,13 @@ use time::OffsetDateTime;
 use super::{rfc3339, SubscriptionId, TenantId};
 
 /// How many tenants are named one by one (the ones with the most pending
-/// deliveries); the rest are summed into one row, `_other`, so a metric's
-/// series stay bounded whatever the number of tenants.
+/// deliveries); the rest are summed into one row, [`OTHER_TENANTS`], so a
+/// metric's series stay bounded whatever the number of tenants.
 pub const TOP_TENANTS: usize = 10;
 
-/// The tenant name of the row that sums every tenant not named.
-pub const OTHER_TENANTS: &str = "_other";
+/// The tenant name of the row that sums every tenant not named: one no
+/// tenant can have (tenant ids are letters, digits, `_` and `-`).
+pub const OTHER_TENANTS: &str = "(others)";
 
 /// One tenant's pending deliveries (queued, waiting for a retry, or in
 /// flight) and when the oldest of them was queued.
@@ -58,14 +59,19 @@ pub struct Overview {
     pub suspended: Option<Vec<SuspendedSubscription>>,
     /// Suspended subscriptions in all.
     pub suspended_total: Option<u64>,
-    /// Parked deliveries (dead letters), per tenant with any.
+    /// Parked deliveries (dead letters), per tenant with any, the most
+    /// first (at most [`PARKED_LISTED`] tenants).
     pub parked: Option<Vec<(TenantId, u64)>>,
 }
 
 /// How many suspended subscriptions the status lists one by one.
 pub const SUSPENDED_LISTED: usize = 100;
 
-/// One row of the bounded backlog: a tenant's, or `_other`'s.
+/// How many tenants' dead-letter counts the status lists (those with the
+/// most).
+pub const PARKED_LISTED: usize = 100;
+
+/// One row of the bounded backlog: a tenant's, or the rest's ([`OTHER_TENANTS`]).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct BacklogRow {
     /// The tenant, or [`OTHER_TENANTS`].

@@ -173,11 +173,10 @@ async fn next_jobs(store: &SqliteStore, at_hand: &AtHand) -> StoreResult<Vec<(i6
 
 async fn fan_out(engine: &Engine, store: &SqliteStore, jobs: Vec<(i64, Event)>) -> StoreResult<()> {
     let (seqs, events): (Vec<i64>, Vec<Event>) = jobs.into_iter().unzip();
-    let span = match events.first() {
-        Some(e) => crate::trace::fan_out(&e.tenant, e.id.as_str(), events.len()),
-        None => tracing::Span::none(),
-    };
-    let n = engine.fan_out_many(&events).instrument(span).await?;
+    let n = engine
+        .fan_out_many(&events)
+        .instrument(crate::trace::fan_out(&events))
+        .await?;
     info!(events = events.len(), deliveries = n, "fanned out");
     store.complete_fan_outs(seqs).await
 }

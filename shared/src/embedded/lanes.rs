@@ -112,6 +112,7 @@ impl Lanes {
                 wake: wake.clone(),
             },
         );
+        self.engine.metrics.lanes_running(map.len());
         tokio::spawn(self.clone().run(tenant, key, wake));
     }
 
@@ -157,6 +158,7 @@ impl Lanes {
         let current = map.get(key).map(|e| e.generation);
         if seen.is_none() || current == seen {
             map.remove(key);
+            self.engine.metrics.lanes_running(map.len());
             return true;
         }
         false

@@ -25,27 +25,24 @@ impl Metrics {
 
     /// The counters EMF carries: (name, value now).
     fn emf_counters(&self) -> Vec<(&'static str, u64)> {
-        let class = |c: &str| self.outcome_count(c);
-        vec![
-            ("EventsAccepted", self.events_accepted.get()),
-            ("DeliveriesEnqueued", self.deliveries_enqueued.get()),
-            ("Attempts", self.attempts.get()),
-            ("Delivered", self.delivered.get()),
-            ("Retried", self.retried.get()),
-            ("Parked", self.parked.get()),
-            ("Dropped", self.dropped.get()),
-            ("Deferred", self.deferred.get()),
-            ("FailedRetryable", class("retryable")),
-            ("FailedPermanent", class("permanent")),
-            ("FailedFatal", class("fatal")),
-        ]
+        let [retryable, permanent, fatal] = self.failures_by_class();
+        self.counters()
+            .iter()
+            .map(|(_, _, name, c)| (*name, c.get()))
+            .chain([
+                ("FailedRetryable", retryable),
+                ("FailedPermanent", permanent),
+                ("FailedFatal", fatal),
+            ])
+            .collect()
     }
 
     /// One EMF line with what changed since the last one, under
     /// `namespace` with the dimension `Function`; `None` when nothing did.
     pub fn emf_line(&self, namespace: &str, function: &str, now: OffsetDateTime) -> Option<String> {
-        let counters = self.emf_counters();
+        // Read under the lock: two lines at once never count a change twice.
         let mut last = self.emf_last.lock().unwrap_or_else(|e| e.into_inner());
+        let counters = self.emf_counters();
         let samples = std::mem::take(&mut *self.samples.lock().unwrap_or_else(|e| e.into_inner()));
         let mut root = Map::new();
         let mut defs = Vec::new();
@@ -135,6 +132,8 @@ mod tests {
         assert_eq!(line["Function"], "delivery");
         let cw = &line["_aws"]["CloudWatchMetrics"][0];
         assert_eq!(cw["Namespace"], "hooklane/test");
+        let ms = (now.unix_timestamp_nanos() / 1_000_000) as i64;
+        assert_eq!(line["_aws"]["Timestamp"], ms, "milliseconds");
         assert_eq!(cw["Dimensions"], json!([["Function"]]));
         let names: Vec<&str> = cw["Metrics"]
             .as_array()

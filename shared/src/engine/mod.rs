@@ -196,7 +196,7 @@ impl Engine {
             return answers;
         }
         let tenant = run[0].tenant.as_str();
-        let span = crate::trace::fan_out(&run[0].tenant, run[0].id.as_str(), run.len());
+        let span = crate::trace::fan_out(&run);
         let whole = match self
             .fan_out_run(&run, INLINE_DELIVERIES)
             .instrument(span)

@@ -31,7 +31,7 @@ impl Engine {
             Ok(o) => {
                 let now = self.ports.clock.now();
                 self.metrics.set_gauges(
-                    &o.bounded_backlog(now),
+                    o.bounded_backlog(now),
                     o.suspended_total,
                     self.breakers.open_count(now),
                 );

@@ -4,7 +4,7 @@
 use async_trait::async_trait;
 use rusqlite::{params, OptionalExtension};
 
-use super::{corrupt, from_ms, ms, SqliteStore};
+use super::{corrupt, from_ms, ms, tenant_at, SqliteStore};
 use crate::access::ApiKey;
 use crate::domain::{KeyId, TenantId};
 use crate::ports::{Access, StoreResult};
@@ -14,7 +14,7 @@ const COLUMNS: &str = "id, tenant, name, read_only, created_at";
 fn key_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ApiKey> {
     Ok(ApiKey {
         id: KeyId::parse(&r.get::<_, String>(0)?).map_err(|_| corrupt("key id"))?,
-        tenant: TenantId::parse(&r.get::<_, String>(1)?).map_err(|_| corrupt("tenant"))?,
+        tenant: tenant_at(r, 1)?,
         name: r.get(2)?,
         read_only: r.get(3)?,
         created_at: from_ms(r.get(4)?),

@@ -3,7 +3,7 @@
 use async_trait::async_trait;
 use rusqlite::{params, Connection};
 
-use super::{corrupt, from_ms, ms, readable, SqliteStore};
+use super::{corrupt, from_ms, ms, readable, tenant_at, SqliteStore};
 use crate::domain::{Attempt, AttemptId, EventId, EventType, SubscriptionId, TenantId};
 use crate::ports::{AttemptLog, StoreResult};
 
@@ -67,7 +67,7 @@ fn attempt_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(i64, Attempt)> {
         r.get(0)?,
         Attempt {
             id: AttemptId::parse(&r.get::<_, String>(1)?).map_err(|_| corrupt("attempt id"))?,
-            tenant: TenantId::parse(&r.get::<_, String>(2)?).map_err(|_| corrupt("tenant"))?,
+            tenant: tenant_at(r, 2)?,
             subscription_id: SubscriptionId::parse(&r.get::<_, String>(3)?)
                 .map_err(|_| corrupt("subscription id"))?,
             event_id: EventId::parse(&r.get::<_, String>(4)?).map_err(|_| corrupt("event id"))?,

@@ -6,7 +6,7 @@
 use async_trait::async_trait;
 use rusqlite::{params, OptionalExtension, Row};
 
-use super::{corrupt, from_ms, ms, readable, SqliteStore};
+use super::{corrupt, from_ms, ms, readable, tenant_at, SqliteStore};
 use crate::domain::{ArchivePosition, BackfillJob, Subscription, SubscriptionId, TenantId};
 use crate::ports::{Backfills, StoreResult};
 
@@ -16,7 +16,7 @@ fn job_row(r: &Row<'_>) -> rusqlite::Result<BackfillJob> {
     Ok(BackfillJob {
         subscription_id: SubscriptionId::parse(&r.get::<_, String>(0)?)
             .map_err(|_| corrupt("subscription id"))?,
-        tenant: TenantId::parse(&r.get::<_, String>(1)?).map_err(|_| corrupt("tenant"))?,
+        tenant: tenant_at(r, 1)?,
         after: ArchivePosition {
             at: from_ms(r.get(2)?),
             id: r.get(3)?,

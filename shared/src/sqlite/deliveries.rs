@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use rusqlite::{params, OptionalExtension, Row};
 use time::OffsetDateTime;
 
-use super::{corrupt, from_ms, ms, readable, SqliteStore};
+use super::{corrupt, from_ms, ms, readable, tenant_at, SqliteStore};
 use crate::domain::{
     Delivery, DeliveryState, Event, EventId, EventType, Retake, SubscriptionId, TenantId,
 };
@@ -16,7 +16,7 @@ use crate::ports::{End, Finish, LaneQueue, NewDelivery, StoreResult};
 fn delivery_row(r: &Row<'_>) -> rusqlite::Result<Delivery> {
     Ok(Delivery {
         seq: r.get(0)?,
-        tenant: TenantId::parse(&r.get::<_, String>(1)?).map_err(|_| corrupt("tenant"))?,
+        tenant: tenant_at(r, 1)?,
         subscription_id: SubscriptionId::parse(&r.get::<_, String>(2)?)
             .map_err(|_| corrupt("subscription id"))?,
         event_id: EventId::parse(&r.get::<_, String>(3)?).map_err(|_| corrupt("event id"))?,
@@ -352,7 +352,7 @@ impl SqliteStore {
             .query_map([], |r| {
                 let lane = || -> rusqlite::Result<_> {
                     Ok((
-                        TenantId::parse(&r.get::<_, String>(0)?).map_err(|_| corrupt("tenant"))?,
+                        tenant_at(r, 0)?,
                         SubscriptionId::parse(&r.get::<_, String>(1)?)
                             .map_err(|_| corrupt("subscription id"))?,
                         Lane::parse(&r.get::<_, String>(2)?, r.get(3)?)?,

@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use rusqlite::{params, OptionalExtension, Row};
 use time::{Duration, OffsetDateTime};
 
-use super::{corrupt, from_ms, ms, SqliteStore};
+use super::{corrupt, from_ms, ms, tenant_at, SqliteStore};
 use crate::domain::{
     ArchivePosition, ArchivedEvent, Event, EventId, EventType, OrderingKey, RecentEvents, TenantId,
 };
@@ -18,7 +18,7 @@ const IDEMPOTENCY_WINDOW: Duration = Duration::hours(24);
 /// Reads an event from six columns starting at `i`.
 fn event_at(r: &Row<'_>, i: usize) -> rusqlite::Result<Event> {
     Ok(Event {
-        tenant: TenantId::parse(&r.get::<_, String>(i)?).map_err(|_| corrupt("tenant"))?,
+        tenant: tenant_at(r, i)?,
         id: EventId::parse(&r.get::<_, String>(i + 1)?).map_err(|_| corrupt("event id"))?,
         event_type: EventType::parse(&r.get::<_, String>(i + 2)?).map_err(|_| corrupt("type"))?,
         created_at: from_ms(r.get(i + 3)?),

@@ -310,6 +310,14 @@ fn run_group(conn: &Connection, group: Vec<Job>) -> Vec<Reply> {
 pub(crate) use crate::record::{from_ms, ms};
 
 /// A column that failed to parse back into a domain value.
+/// The tenant in column `i` of a row.
+pub(crate) fn tenant_at(
+    r: &rusqlite::Row<'_>,
+    i: usize,
+) -> rusqlite::Result<crate::domain::TenantId> {
+    crate::domain::TenantId::parse(&r.get::<_, String>(i)?).map_err(|_| corrupt("tenant"))
+}
+
 pub(crate) fn corrupt(what: &str) -> rusqlite::Error {
     rusqlite::Error::InvalidColumnName(format!("stored {what} does not parse"))
 }

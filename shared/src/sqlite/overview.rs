@@ -5,15 +5,12 @@
 
 use rusqlite::{params, Connection};
 
-use super::{corrupt, from_ms, SqliteStore};
+use super::{corrupt, from_ms, tenant_at, SqliteStore};
 use crate::domain::{
-    Overview, SubscriptionId, SuspendedSubscription, TenantBacklog, TenantId, SUSPENDED_LISTED,
+    Overview, SubscriptionId, SuspendedSubscription, TenantBacklog, TenantId, PARKED_LISTED,
+    SUSPENDED_LISTED,
 };
 use crate::ports::StoreResult;
-
-fn tenant(raw: String) -> rusqlite::Result<TenantId> {
-    TenantId::parse(&raw).map_err(|_| corrupt("tenant"))
-}
 
 /// Pending deliveries per tenant, with when the oldest was queued.
 fn backlog(conn: &Connection) -> rusqlite::Result<Vec<TenantBacklog>> {
@@ -25,7 +22,7 @@ fn backlog(conn: &Connection) -> rusqlite::Result<Vec<TenantBacklog>> {
     )?
     .query_map([], |r| {
         Ok(TenantBacklog {
-            tenant: tenant(r.get(0)?)?,
+            tenant: tenant_at(r, 0)?,
             pending: r.get::<_, i64>(1)? as u64,
             oldest: r.get::<_, Option<i64>>(2)?.map(from_ms),
         })
@@ -43,7 +40,7 @@ fn suspended(conn: &Connection) -> rusqlite::Result<(Vec<SuspendedSubscription>,
         )?
         .query_map(params![SUSPENDED_LISTED as i64], |r| {
             Ok(SuspendedSubscription {
-                tenant: tenant(r.get(0)?)?,
+                tenant: tenant_at(r, 0)?,
                 id: SubscriptionId::parse(&r.get::<_, String>(1)?)
                     .map_err(|_| corrupt("subscription id"))?,
                 url: r.get(2)?,
@@ -60,12 +57,16 @@ fn suspended(conn: &Connection) -> rusqlite::Result<(Vec<SuspendedSubscription>,
     Ok((listed, total as u64))
 }
 
-/// Parked deliveries per tenant.
+/// Parked deliveries per tenant, the [`PARKED_LISTED`] tenants with the
+/// most.
 fn parked(conn: &Connection) -> rusqlite::Result<Vec<(TenantId, u64)>> {
     conn.prepare_cached(
-        "SELECT tenant, COUNT(*) FROM deliveries WHERE state = 'parked' GROUP BY tenant",
+        "SELECT tenant, COUNT(*) AS n FROM deliveries WHERE state = 'parked' \
+         GROUP BY tenant ORDER BY n DESC, tenant LIMIT ?1",
     )?
-    .query_map([], |r| Ok((tenant(r.get(0)?)?, r.get::<_, i64>(1)? as u64)))?
+    .query_map(params![PARKED_LISTED as i64], |r| {
+        Ok((tenant_at(r, 0)?, r.get::<_, i64>(1)? as u64))
+    })?
     .collect()
 }
 

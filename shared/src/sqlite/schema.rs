@@ -125,10 +125,20 @@ const ADDED: &[(&str, &str, &str)] = &[
     ("deliveries", "key_hash", "INTEGER"),
     // The event's type in the attempt log (NULL in older entries).
     ("attempts", "event_type", "TEXT"),
-    // When a delivery was queued (NULL in older rows: their `updated_at`
-    // stands in), for the age of the oldest pending one.
+    // When a delivery was queued, for the age of the oldest pending one
+    // (rows older than the column get their first attempt's time, or
+    // their last change's: [`FILLED`]).
     ("deliveries", "enqueued_at", "INTEGER"),
 ];
+
+/// What an added column's existing rows get when it is added: (table,
+/// column, statement).
+const FILLED: &[(&str, &str, &str)] = &[(
+    "deliveries",
+    "enqueued_at",
+    "UPDATE deliveries SET enqueued_at = COALESCE(first_attempt_at, updated_at) \
+     WHERE state = 'pending'",
+)];
 
 /// Indexes over the added columns.
 const ADDED_INDEXES: &str = r#"
@@ -137,6 +147,8 @@ CREATE INDEX IF NOT EXISTS deliveries_lane_no ON deliveries (subscription_id, la
 CREATE INDEX IF NOT EXISTS deliveries_by_key ON deliveries (subscription_id, key_hash, seq)
     WHERE key_hash IS NOT NULL AND state = 'pending';
 CREATE INDEX IF NOT EXISTS deliveries_pending ON deliveries (tenant, seq) WHERE state = 'pending';
+CREATE INDEX IF NOT EXISTS subscriptions_suspended ON subscriptions (suspended_at, id)
+    WHERE status = 'suspended' AND deleted_at IS NULL;
 "#;
 
 /// Creates the tables, columns and indexes that are missing.
@@ -153,6 +165,9 @@ pub(super) fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
             tx.execute_batch(&format!(
                 "ALTER TABLE {table} ADD COLUMN {column} {definition}"
             ))?;
+            for (_, _, fill) in FILLED.iter().filter(|f| (f.0, f.1) == (*table, *column)) {
+                tx.execute_batch(fill)?;
+            }
         }
     }
     tx.execute_batch(ADDED_INDEXES)?;

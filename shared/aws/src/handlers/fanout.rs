@@ -134,7 +134,7 @@ pub async fn fan_out_together(ctx: &FanOut, records: &[SqsMessage]) -> HashSet<S
         .filter(|run| run.len() > 1)
         .map(|run| async move {
             let events: Vec<Event> = run.iter().map(|(_, e)| e.clone()).collect();
-            let span = trace::fan_out(&events[0].tenant, events[0].id.as_str(), events.len());
+            let span = trace::fan_out(&events);
             match ctx
                 .engine
                 .fan_out_run(&events, usize::MAX)
@@ -238,7 +238,7 @@ async fn fan_out(ctx: &FanOut, m: &SqsMessage, event: &Event, started: Instant) 
         match ctx
             .engine
             .fan_out_pages(event, after.clone(), PAGES_PER_PASS)
-            .instrument(trace::fan_out(tenant, event_id.as_str(), 1))
+            .instrument(trace::fan_out(std::slice::from_ref(event)))
             .await
         {
             Ok((n, None)) => {
