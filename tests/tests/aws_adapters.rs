@@ -1000,6 +1000,14 @@ async fn a_counting_store_counts_each_aws_call_by_service_and_operation() {
         .unwrap();
     assert_eq!(count("GetItem") - before, 2);
     assert!(hooklane_aws::call_metrics::render().contains("service=\"DynamoDB\""));
+    // The backlog's read (for `/metrics` and `/status`) is not counted:
+    // the operator makes it, not the deliveries.
+    let attrs = count("GetQueueAttributes");
+    let overview = hooklane_core::ports::DeliveryViews::overview(&store.views(), false)
+        .await
+        .unwrap();
+    assert_eq!(overview.pending_total, Some(0));
+    assert_eq!(count("GetQueueAttributes"), attrs);
 }
 
 /// A tenant's lane counter (`Q#lanes`), as stored.
