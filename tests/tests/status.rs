@@ -3,7 +3,9 @@
 //! of `GET /status` and `hooklane status` follow a scripted scenario.
 //!
 //! - Both backends: 100 deliveries held behind a receiver that does not
-//!   answer yet read as 100 pending, and 0 once it answers.
+//!   answer yet read as 100 pending, and 0 once it answers; suspended
+//!   subscriptions are listed with since when and why until enabled or
+//!   deleted.
 //! - Embedded: 100 deliveries to a receiver that is down read as 100
 //!   pending whose oldest grows older; with the receiver up both fall to 0;
 //!   `hooklane status` prints the same numbers. With 1,000 tenants each
@@ -109,7 +111,74 @@ async fn held_deliveries_read_as_pending_until_the_receiver_answers(backend: Bac
     assert_eq!(status(&server).await["backlog"]["pending"], 0);
 }
 
-on_both_backends!(held_deliveries_read_as_pending_until_the_receiver_answers);
+async fn the_status_lists_suspended_subscriptions_with_why_until_enabled_or_deleted(
+    backend: Backend,
+) {
+    let rx = Receiver::start().await;
+    rx.set_default("dead", Reply::Status(500));
+    rx.set_default("gone", Reply::Status(500));
+    let env = test_env(&[
+        ("HOOKLANE_RETRY_SCHEDULE", "0s"),
+        ("HOOKLANE_SUSPEND_POLICY", "retryable=1/0s"),
+    ]);
+    let server = Server::start_on(backend, env).await;
+    let dead = server.subscribe("acme", &rx.url("dead"), &["*"]).await;
+    let gone = server.subscribe("beta", &rx.url("gone"), &["*"]).await;
+    let (dead, gone) = (dead["id"].as_str().unwrap(), gone["id"].as_str().unwrap());
+    server.publish("acme", "order.created", json!({})).await;
+    server.publish("beta", "order.created", json!({})).await;
+    let mut doc = Value::Null;
+    let deadline = std::time::Instant::now() + WAIT;
+    while std::time::Instant::now() < deadline {
+        doc = status(&server).await;
+        if doc["suspended_total"] == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(doc["suspended_total"], 2, "{doc}");
+    let listed = doc["suspended"].as_array().unwrap();
+    let row = listed
+        .iter()
+        .find(|r| r["subscription_id"] == dead)
+        .expect("listed");
+    assert_eq!(row["tenant"], "acme");
+    assert_eq!(row["url"], rx.url("dead"));
+    assert!(
+        row["since"].is_string() && row["reason"].is_string(),
+        "{row}"
+    );
+    assert_eq!(
+        metric(&server, "hooklane_subscriptions_suspended").await,
+        Some(2.0)
+    );
+    // Enabled (its probe answered) or deleted, it leaves the list.
+    rx.set_default("dead", Reply::Status(204));
+    let (code, body) = server
+        .call(
+            "POST",
+            &format!("/v1/tenants/acme/subscriptions/{dead}/enable"),
+            None,
+        )
+        .await;
+    assert_eq!(code, 200, "{body}");
+    let (code, _) = server
+        .call(
+            "DELETE",
+            &format!("/v1/tenants/beta/subscriptions/{gone}"),
+            None,
+        )
+        .await;
+    assert_eq!(code, 204);
+    let doc = status(&server).await;
+    assert_eq!(doc["suspended_total"], 0, "{doc}");
+    assert_eq!(doc["suspended"], json!([]));
+}
+
+on_both_backends!(
+    held_deliveries_read_as_pending_until_the_receiver_answers,
+    the_status_lists_suspended_subscriptions_with_why_until_enabled_or_deleted,
+);
 
 /// `hooklane status` against `server`: its exit and what it printed.
 fn status_command(server: &Server, json: bool) -> String {

@@ -6,14 +6,20 @@
 //! the age of the oldest message is CloudWatch's
 //! `ApproximateAgeOfOldestMessage` (the template's dashboard and alarm),
 //! not something a call returns. A deep lane's overflow kept in the table
-//! (the spill) is not in the count. Suspended subscriptions and parked
-//! counts would need a scan of every tenant: they are left out.
+//! (the spill) is not in the count. Suspended subscriptions are read from
+//! their index (`gsi2`, partition `SUSPENDED`: the 100 longest suspended,
+//! and a count); parked counts per tenant would need a read of every
+//! tenant's: they are left out.
 
+use aws_sdk_dynamodb::types::Select;
 use aws_sdk_sqs::types::QueueAttributeName as Attr;
-use hooklane_core::domain::Overview;
+use hooklane_core::domain::{Overview, SuspendedSubscription, SUSPENDED_LISTED};
 use hooklane_core::ports::StoreResult;
 
-use super::{backend, Table};
+use super::items::keys::SUSPENDED_PK;
+use super::items::subscription::suspended_of;
+use super::{backend, readable, Table};
+use crate::string_attr;
 
 const COUNTS: [Attr; 3] = [
     Attr::ApproximateNumberOfMessages,
@@ -40,14 +46,64 @@ impl Table {
             .sum())
     }
 
-    /// The overview: the pending sum only ([`self`]'s module doc).
+    /// A query of the index of suspended subscriptions.
+    fn suspended_query(&self) -> aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder {
+        self.ddb
+            .query()
+            .table_name(&self.settings.table)
+            .index_name("gsi2")
+            .key_condition_expression("gsi2pk = :p")
+            .expression_attribute_values(":p", string_attr(SUSPENDED_PK))
+    }
+
+    /// The longest suspended subscriptions, and how many are suspended.
+    async fn suspended(&self) -> StoreResult<(Vec<SuspendedSubscription>, u64)> {
+        let items = self
+            .suspended_query()
+            .limit(SUSPENDED_LISTED as i32)
+            .send()
+            .await
+            .map_err(backend)?
+            .items
+            .unwrap_or_default();
+        let mut listed = Vec::new();
+        for item in &items {
+            listed.extend(readable(
+                "suspended subscription",
+                item,
+                suspended_of(item),
+            )?);
+        }
+        let mut total = 0;
+        let mut start = None;
+        loop {
+            let page = self
+                .suspended_query()
+                .select(Select::Count)
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(backend)?;
+            total += page.count.max(0) as u64;
+            start = page.last_evaluated_key;
+            if start.is_none() {
+                break;
+            }
+        }
+        Ok((listed, total))
+    }
+
+    /// The overview ([`self`]'s module doc).
     pub(crate) async fn queue_overview(&self) -> StoreResult<Overview> {
         let mut pending = self.messages_on(&self.settings.delivery_queue_url).await?;
         if let Some(slow) = &self.settings.slow_queue_url {
             pending += self.messages_on(slow).await?;
         }
+        let (suspended, total) = self.suspended().await?;
         Ok(Overview {
             pending_total: Some(pending),
+            suspended: Some(suspended),
+            suspended_total: Some(total),
             ..Overview::default()
         })
     }

@@ -295,7 +295,11 @@ impl SubscriptionStore for AwsSubscriptions {
             .table_name(&self.settings.table)
             .key("pk", string_attr(tenant_pk(tenant)))
             .key("sk", string_attr(sub_sk(id)))
-            .update_expression("SET deleted_at = :now, updated_at = :now, delete_token = :token")
+            // Out of the index of suspended subscriptions, if it was in it.
+            .update_expression(
+                "SET deleted_at = :now, updated_at = :now, delete_token = :token \
+                 REMOVE gsi2pk, gsi2sk",
+            )
             .return_values(aws_sdk_dynamodb::types::ReturnValue::AllNew)
             .condition_expression(
                 "attribute_exists(pk) AND (attribute_not_exists(deleted_at) OR delete_token = :token)",

@@ -1,14 +1,17 @@
 //! `Suspensions` on DynamoDB: the guarded status changes of a
 //! subscription's item (only an active subscription is suspended, only a
 //! suspended one activated, never a tombstone), each one conditional
-//! write, and the status reason beside them.
+//! write, and the status reason beside them. A suspended subscription's
+//! item is in the index of suspended subscriptions (`gsi2`, partition
+//! `SUSPENDED`) while it is suspended.
 
 use async_trait::async_trait;
-use hooklane_core::domain::{SubscriptionId, TenantId};
+use hooklane_core::domain::{SubscriptionId, SubscriptionStatus, TenantId};
 use hooklane_core::health::StatusChange;
 use hooklane_core::ports::{StoreResult, Suspensions};
 use hooklane_core::record::ms;
 
+use super::items::keys::{suspended_sk, SUSPENDED_PK};
 use super::{backend, is_condition_failed, took_effect};
 use crate::{number_attr, string_attr};
 
@@ -42,6 +45,19 @@ impl AwsSuspensions {
                 req = req.expression_attribute_values(":sat", number_attr(ms(t)));
             }
             None => remove.push("suspended_at"),
+        }
+        // In the index of suspended subscriptions while suspended.
+        match (change.to, change.suspended_at) {
+            (SubscriptionStatus::Suspended, Some(t)) => {
+                set.extend(["gsi2pk = :spk", "gsi2sk = :ssk"]);
+                req = req
+                    .expression_attribute_values(":spk", string_attr(SUSPENDED_PK))
+                    .expression_attribute_values(
+                        ":ssk",
+                        string_attr(suspended_sk(ms(t), tenant, id)),
+                    );
+            }
+            _ => remove.extend(["gsi2pk", "gsi2sk"]),
         }
         match &change.reason {
             Some(r) => {

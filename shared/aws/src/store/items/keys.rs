@@ -39,6 +39,17 @@ pub(crate) fn by_event_pk(tenant: &TenantId, event: &EventId) -> String {
     format!("V#{}#{}", tenant.as_str(), event.as_str())
 }
 
+/// The `gsi2` partition of every suspended subscription (a suspended
+/// subscription's item carries it; activating or deleting it removes it):
+/// the status lists suspended subscriptions with one query, longest
+/// suspended first. Suspensions are rare, so one partition holds them.
+pub(crate) const SUSPENDED_PK: &str = "SUSPENDED";
+
+/// A suspended subscription's `gsi2` sort key: since when, then whose.
+pub(crate) fn suspended_sk(at_ms: i64, tenant: &TenantId, id: &SubscriptionId) -> String {
+    format!("{at_ms:015}#{}#{}", tenant.as_str(), id.as_str())
+}
+
 /// The partition key of a tenant's parked deliveries.
 pub(crate) fn parked_pk(tenant: &TenantId) -> String {
     format!("P#{}", tenant.as_str())

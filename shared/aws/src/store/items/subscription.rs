@@ -4,11 +4,11 @@
 //! The subscription store and the type index read items through it.
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use hooklane_core::domain::Subscription;
+use hooklane_core::domain::{Subscription, SubscriptionId, SuspendedSubscription, TenantId};
 use hooklane_core::ports::StoreResult;
-use hooklane_core::record::SubscriptionRecord;
+use hooklane_core::record::{from_ms, SubscriptionRecord};
 
-use super::attrs::corrupt;
+use super::attrs::{corrupt, get_n, get_s};
 use super::keys::{sub_sk, tenant_pk};
 use super::lanes::spilling_lanes;
 use crate::store::{backend, Item};
@@ -19,6 +19,19 @@ pub(crate) fn to_item(sub: &Subscription) -> StoreResult<Item> {
     item.insert("pk".into(), string_attr(tenant_pk(&sub.tenant)));
     item.insert("sk".into(), string_attr(sub_sk(&sub.id)));
     Ok(item)
+}
+
+/// A suspended subscription as the status lists it, from its item (read
+/// through the index of suspended subscriptions).
+pub(crate) fn suspended_of(item: &Item) -> StoreResult<SuspendedSubscription> {
+    let text = |k: &str| get_s(item, k).ok_or_else(|| corrupt(k));
+    Ok(SuspendedSubscription {
+        tenant: TenantId::parse(text("tenant")?).map_err(|_| corrupt("tenant"))?,
+        id: SubscriptionId::parse(text("id")?).map_err(|_| corrupt("id"))?,
+        url: text("url")?.to_owned(),
+        since: get_n(item, "suspended_at").map(from_ms),
+        reason: get_s(item, "status_reason").map(str::to_owned),
+    })
 }
 
 /// Parses a subscription item with its spilling lanes; `None` for a
