@@ -2,7 +2,8 @@
 //! and the SQS FIFO queues.
 //!
 //! Keys (`pk`, `sk`):
-//! - subscription: `T#{tenant}`, `S#{id}` (tombstone: `deleted_at`)
+//! - subscription: `T#{tenant}`, `S#{id}` (tombstone: `deleted_at`); `gsi2`
+//!   while suspended (`SUSPENDED`, since when, tenant, id: the status's list)
 //! - event: `T#{tenant}`, `E#{id}` (TTL `expires_at`, 14 days)
 //! - delivery record: `D#{subscription}`, `E#{event}`; `gsi1` by event
 //!   (`V#{tenant}#{event}`) once retried or ended otherwise than delivered
