@@ -97,6 +97,7 @@ const UNKNOWN: &str = "  (this backend cannot tell; see the README)\n";
 /// The backlog in all, then per tenant.
 fn backlog(out: &mut String, backlog: &Value) {
     match backlog["pending"].as_u64() {
+        Some(0) => out.push_str("Backlog: none pending\n"),
         Some(n) => out.push_str(&format!(
             "Backlog: {n} pending, the oldest queued {} ago\n",
             age(&backlog["oldest_age_seconds"])
@@ -175,6 +176,12 @@ mod tests {
         assert_eq!(a(7500.0), "2h 5m");
         assert_eq!(a(273_600.0), "3d 4h");
         assert_eq!(age(&Value::Null), "-");
+    }
+
+    #[test]
+    fn an_empty_backlog_says_so() {
+        let s = serde_json::json!({"backlog": {"pending": 0, "oldest_age_seconds": null, "tenants": []}});
+        assert!(render(&s).contains("Backlog: none pending\n"));
     }
 
     #[test]
