@@ -101,7 +101,28 @@ async fn held_deliveries_read_as_pending_until_the_receiver_answers(backend: Bac
         "100 pending while the receiver holds the first: {:?}",
         metric(&server, "hooklane_backlog_deliveries").await
     );
-    assert_eq!(status(&server).await["backlog"]["pending"], 100);
+    let doc = status(&server).await;
+    assert_eq!(doc["backlog"]["pending"], 100);
+    match backend {
+        // Per tenant, with the oldest's age.
+        Backend::Embedded => {
+            assert_eq!(doc["backlog"]["tenants"][0]["pending"], 100, "{doc}");
+            assert!(
+                doc["backlog"]["oldest_age_seconds"].as_f64().is_some(),
+                "{doc}"
+            );
+        }
+        // SQS counts the queues only: no tenant, no age, and no age gauge
+        // that could read 0 while deliveries wait.
+        Backend::Aws => {
+            assert_eq!(doc["backlog"]["tenants"], json!([]), "{doc}");
+            assert!(doc["backlog"]["oldest_age_seconds"].is_null(), "{doc}");
+            assert_eq!(
+                metric(&server, "hooklane_backlog_oldest_age_seconds").await,
+                None
+            );
+        }
+    }
     gate.open();
     assert!(eventually(WAIT, || rx.count("held") >= 100).await);
     assert!(
@@ -225,11 +246,24 @@ async fn a_down_receivers_backlog_grows_older_then_drains_and_the_command_says_s
     );
 
     let printed = status_command(&server, false);
-    assert!(printed.contains("Backlog: 100 pending"), "{printed}");
-    assert!(printed.contains("acme"), "{printed}");
+    assert!(
+        printed.contains("Backlog: 100 pending, the oldest queued "),
+        "{printed}"
+    );
+    let acme_row = printed
+        .lines()
+        .find(|l| l.trim_start().starts_with("acme"))
+        .unwrap_or_else(|| panic!("a row for acme: {printed}"));
+    let cells: Vec<&str> = acme_row.split_whitespace().collect();
+    assert_eq!(cells[..2], ["acme", "100"], "{printed}");
+    assert!(cells[2..].join(" ").ends_with(" s"), "its age: {printed}");
     let doc: Value = serde_json::from_str(&status_command(&server, true)).expect("JSON");
     assert_eq!(doc["backlog"]["tenants"][0]["tenant"], "acme");
     assert_eq!(doc["backlog"]["tenants"][0]["pending"], 100);
+    let json_age = doc["backlog"]["oldest_age_seconds"]
+        .as_f64()
+        .expect("an age");
+    assert!(json_age >= later, "{json_age} after {later}");
 
     rx.set_default("down", Reply::Status(204));
     assert!(metric_reaches(&server, "hooklane_backlog_deliveries", 0.0).await);
@@ -238,6 +272,11 @@ async fn a_down_receivers_backlog_grows_older_then_drains_and_the_command_says_s
     assert!(series(&server, "hooklane_tenant_backlog_deliveries")
         .await
         .is_empty());
+    let printed = status_command(&server, false);
+    assert!(printed.contains("Backlog: none pending"), "{printed}");
+    let doc: Value = serde_json::from_str(&status_command(&server, true)).expect("JSON");
+    assert_eq!(doc["backlog"]["pending"], 0);
+    assert_eq!(doc["backlog"]["oldest_age_seconds"], 0.0);
     // Every attempt is in the outcome classes and the duration histogram.
     let attempts = metric(&server, "hooklane_attempts_total").await.unwrap();
     let classes: f64 = series(&server, "hooklane_attempt_outcomes_total")

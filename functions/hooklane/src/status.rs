@@ -98,6 +98,9 @@ const UNKNOWN: &str = "  (this backend cannot tell; see the README)\n";
 fn backlog(out: &mut String, backlog: &Value) {
     match backlog["pending"].as_u64() {
         Some(0) => out.push_str("Backlog: none pending\n"),
+        Some(n) if backlog["oldest_age_seconds"].is_null() => out.push_str(&format!(
+            "Backlog: {n} pending (the oldest's age: the queues' ApproximateAgeOfOldestMessage)\n"
+        )),
         Some(n) => out.push_str(&format!(
             "Backlog: {n} pending, the oldest queued {} ago\n",
             age(&backlog["oldest_age_seconds"])
@@ -116,6 +119,9 @@ fn backlog(out: &mut String, backlog: &Value) {
             ]
         })
         .collect();
+    if let Some(n) = backlog["slow_pool"].as_u64() {
+        out.push_str(&format!("  of them on the slow pool's queue: {n}\n"));
+    }
     if !tenants.is_empty() {
         table(out, &["TENANT", "PENDING", "OLDEST"], &tenants);
     }

@@ -281,17 +281,28 @@ fn settle(
     [wru, rru, sqs]
 }
 
-/// Whether a call is the backlog's read for `GET /metrics` and `/status`
-/// (the delivery queues' approximate counts): not counted, as the operator
-/// makes it, not the deliveries, and a benchmark that reads `/metrics`
-/// until the counts stop changing would otherwise never see them stop.
+/// Whether a call is one of the overview's reads for `GET /metrics` and
+/// `/status` (the delivery queues' approximate counts, the index of
+/// suspended subscriptions): not counted, as the operator makes them, not
+/// the deliveries, and a benchmark that reads `/metrics` until the counts
+/// stop changing would otherwise never see them stop.
 fn is_backlog_read(input: &aws_smithy_runtime_api::client::interceptors::context::Input) -> bool {
-    input
+    let queue_counts = input
         .downcast_ref::<sqs::get_queue_attributes::GetQueueAttributesInput>()
         .is_some_and(|i| {
             i.attribute_names()
                 .contains(&aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages)
-        })
+        });
+    let suspended = input
+        .downcast_ref::<ddb::query::QueryInput>()
+        .is_some_and(|q| {
+            q.index_name() == Some("gsi2")
+                && q.expression_attribute_values()
+                    .and_then(|v| v.get(":p"))
+                    .and_then(|p| p.as_s().ok())
+                    .is_some_and(|p| p == crate::store::SUSPENDED_INDEX_PK)
+        });
+    queue_counts || suspended
 }
 
 /// Set once an adapter that counts its calls is built in this process.

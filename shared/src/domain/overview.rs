@@ -54,6 +54,9 @@ pub struct Overview {
     pub backlog: Option<Vec<TenantBacklog>>,
     /// Pending deliveries in all, where only the sum is known.
     pub pending_total: Option<u64>,
+    /// Of them, those on the slow pool's queue (AWS: lanes whose attempts
+    /// took too long run there).
+    pub slow_pool_pending: Option<u64>,
     /// Suspended subscriptions, the longest suspended first (at most
     /// [`SUSPENDED_LISTED`]).
     pub suspended: Option<Vec<SuspendedSubscription>>,
@@ -92,6 +95,9 @@ pub struct Backlog {
     pub oldest_age_seconds: Option<f64>,
     /// Per tenant (empty where the backend knows only the sum).
     pub tenants: Vec<BacklogRow>,
+    /// Of them, on the slow pool's queue (AWS only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slow_pool: Option<u64>,
 }
 
 fn age(now: OffsetDateTime, at: Option<OffsetDateTime>) -> Option<f64> {
@@ -106,6 +112,7 @@ impl Overview {
                 pending: self.pending_total,
                 oldest_age_seconds: None,
                 tenants: Vec::new(),
+                slow_pool: self.slow_pool_pending,
             };
         };
         let mut rows: Vec<&TenantBacklog> = rows.iter().filter(|r| r.pending > 0).collect();
@@ -135,8 +142,10 @@ impl Overview {
         }
         Backlog {
             pending: Some(rows.iter().map(|r| r.pending).sum()),
-            oldest_age_seconds: age(now, oldest),
+            // None pending: nothing is old.
+            oldest_age_seconds: age(now, oldest).or(rows.is_empty().then_some(0.0)),
             tenants,
+            slow_pool: self.slow_pool_pending,
         }
     }
 

@@ -78,6 +78,7 @@ impl SqliteStore {
             Ok(Overview {
                 backlog: Some(backlog(conn)?),
                 pending_total: None,
+                slow_pool_pending: None,
                 suspended: Some(listed),
                 suspended_total: Some(total),
                 parked: if with_parked {

@@ -1,7 +1,8 @@
 //! The overview on AWS (`GET /status`, the backlog gauges): what SQS
 //! tells of the delivery queues without reading a message. Pending
 //! deliveries are the queues' approximate message counts (visible, in
-//! flight and delayed) on the main and the slow pool's queue, summed: SQS
+//! flight and delayed) on the main and the slow pool's queue, summed (and
+//! the slow pool's apart): SQS
 //! keeps no count per message group, so there is no per-tenant split, and
 //! the age of the oldest message is CloudWatch's
 //! `ApproximateAgeOfOldestMessage` (the template's dashboard and alarm),
@@ -95,13 +96,15 @@ impl Table {
 
     /// The overview ([`self`]'s module doc).
     pub(crate) async fn queue_overview(&self) -> StoreResult<Overview> {
-        let mut pending = self.messages_on(&self.settings.delivery_queue_url).await?;
-        if let Some(slow) = &self.settings.slow_queue_url {
-            pending += self.messages_on(slow).await?;
-        }
+        let main = self.messages_on(&self.settings.delivery_queue_url).await?;
+        let slow = match &self.settings.slow_queue_url {
+            Some(url) => Some(self.messages_on(url).await?),
+            None => None,
+        };
         let (suspended, total) = self.suspended().await?;
         Ok(Overview {
-            pending_total: Some(pending),
+            pending_total: Some(main + slow.unwrap_or(0)),
+            slow_pool_pending: slow,
             suspended: Some(suspended),
             suspended_total: Some(total),
             ..Overview::default()

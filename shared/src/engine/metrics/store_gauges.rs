@@ -80,20 +80,25 @@ impl Collector for StoreGauges {
             );
             one(&mut encoder, name, pending as i64)?;
         }
-        if let Some(pending) = b.pending {
-            // None pending: nothing is old.
-            let age = b.oldest_age_seconds.or((pending == 0).then_some(0.0));
-            if let Some(age) = age {
-                let name = (
-                    "hooklane_backlog_oldest_age",
-                    "Age of the oldest pending delivery, since it was queued",
-                    secs,
-                );
-                one(&mut encoder, name, age)?;
-            }
+        // Where the backend can tell it (not on AWS: SQS's own metric).
+        if let Some(age) = b.oldest_age_seconds {
+            let name = (
+                "hooklane_backlog_oldest_age",
+                "Age of the oldest pending delivery, since it was queued",
+                secs,
+            );
+            one(&mut encoder, name, age)?;
         }
         if !b.tenants.is_empty() {
             tenants(&mut encoder, &b.tenants)?;
+        }
+        if let Some(n) = b.slow_pool {
+            let name = (
+                "hooklane_slow_pool_deliveries",
+                "Pending deliveries on the slow pool's queue (AWS)",
+                None,
+            );
+            one(&mut encoder, name, n as i64)?;
         }
         if let Some(n) = s.suspended {
             one(
