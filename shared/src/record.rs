@@ -9,8 +9,8 @@ use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
 use crate::domain::{
-    EventFilter, Health, Invalid, LaneCount, PreviousSecret, RateLimit, Subscription,
-    SubscriptionId, SubscriptionStatus, TenantId,
+    EndpointOptions, EventFilter, Health, Invalid, LaneCount, PreviousSecret, RateLimit,
+    Subscription, SubscriptionId, SubscriptionStatus, TenantId,
 };
 use crate::signing::Secret;
 
@@ -83,6 +83,10 @@ pub struct SubscriptionRecord {
     /// Attempts per second, when limited.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_limit: Option<u32>,
+    /// Endpoint options, a JSON document ([`crate::domain::OptionsRecord`]),
+    /// when any is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub options: Option<String>,
 }
 
 fn one_lane() -> u16 {
@@ -109,6 +113,7 @@ impl From<&Subscription> for SubscriptionRecord {
             updated_at: ms(s.updated_at),
             lanes: s.lanes.get(),
             rate_limit: s.rate_limit.map(RateLimit::per_second),
+            options: s.options.to_stored(),
         }
     }
 }
@@ -149,6 +154,7 @@ impl TryFrom<SubscriptionRecord> for Subscription {
                 .rate_limit
                 .map(|n| RateLimit::parse(n.into()))
                 .transpose()?,
+            options: EndpointOptions::from_stored(r.options.as_deref())?,
         })
     }
 }

@@ -120,7 +120,7 @@ impl Sender for HttpSender {
             .header("content-type", "application/json")
             .body(request.body);
         for (name, value) in request.headers {
-            builder = builder.header(name, value);
+            builder = builder.header(name.as_ref(), value);
         }
         let (result, excerpt) = match builder.send().await {
             Ok(mut resp) => {

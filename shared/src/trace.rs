@@ -10,9 +10,10 @@
 //! `traceparent`), `fan_out` (a run of one tenant's events), `attempt`
 //! (one request to a receiver, which carries the attempt span's own
 //! `traceparent`). Each names its tenant, and its event, subscription and
-//! attempt where it has one. A fan-out or attempt that runs later than
-//! its publish (a worker, another Lambda function) starts a trace of its
-//! own: the publish's trace context is not stored with the event.
+//! attempt where it has one. The publish span's `traceparent` is stored
+//! with each event it accepted ([`Event::traceparent`]), so the event's
+//! fan-out and every attempt join the publish's trace, whichever process
+//! or Lambda function runs them and however much later.
 //!
 //! Off, every function here returns at its first branch (a disabled span,
 //! no header): tracing costs one load of a flag per span.
@@ -109,9 +110,29 @@ impl Extractor for Headers<'_> {
     }
 }
 
+/// The span of publishing a request's `events` of `tenant` (continuing
+/// the request's `traceparent` when it has one), named by the first
+/// event's id; each event gets the span's `traceparent`, so its fan-out
+/// and attempts join the trace.
+pub fn publishing(
+    tenant: &TenantId,
+    events: &mut [Event],
+    headers: &axum::http::HeaderMap,
+) -> Span {
+    let span = publish(tenant, events.len(), headers);
+    if let Some(first) = events.first() {
+        span.record("event_id", first.id.as_str());
+    }
+    let traceparent = traceparent_of(&span);
+    for e in events {
+        e.traceparent.clone_from(&traceparent);
+    }
+    span
+}
+
 /// The span of publishing `events` events of `tenant`, continuing the
 /// request's `traceparent` when it has one.
-pub fn publish(tenant: &TenantId, events: usize, headers: &axum::http::HeaderMap) -> Span {
+fn publish(tenant: &TenantId, events: usize, headers: &axum::http::HeaderMap) -> Span {
     if !enabled() {
         return Span::none();
     }
@@ -126,26 +147,49 @@ pub fn publish(tenant: &TenantId, events: usize, headers: &axum::http::HeaderMap
     span
 }
 
+/// The `traceparent` of `span` (for the events its publish accepts), when
+/// traces are on.
+pub fn traceparent_of(span: &Span) -> Option<String> {
+    if !enabled() {
+        return None;
+    }
+    let mut carrier = std::collections::HashMap::new();
+    TraceContextPropagator::new().inject_context(&span.context(), &mut carrier);
+    carrier.remove("traceparent")
+}
+
+/// Makes `span` a child of the span `traceparent` names (an event's
+/// publish), when there is one; before the span is entered.
+fn child_of(span: Span, traceparent: Option<&str>) -> Span {
+    if let Some(t) = traceparent {
+        let carrier = std::collections::HashMap::from([("traceparent".to_owned(), t.to_owned())]);
+        let _ = span.set_parent(TraceContextPropagator::new().extract(&carrier));
+    }
+    span
+}
+
 /// The span of fanning out a run of events, named by the first one's
 /// tenant and id (the embedded worker's runs can hold several tenants').
 pub fn fan_out(events: &[Event]) -> Span {
     let Some(first) = events.first().filter(|_| enabled()) else {
         return Span::none();
     };
-    tracing::info_span!(
+    let span = tracing::info_span!(
         "fan_out",
         tenant = first.tenant.as_str(),
         event_id = first.id.as_str(),
         events = events.len()
-    )
+    );
+    child_of(span, first.traceparent.as_deref())
 }
 
-/// The span of one attempt of a delivery.
-pub fn attempt(d: &Delivery, attempt: u32) -> Span {
+/// The span of one attempt of a delivery of `event`, in its publish's
+/// trace.
+pub fn attempt(d: &Delivery, event: &Event, attempt: u32) -> Span {
     if !enabled() {
         return Span::none();
     }
-    tracing::info_span!(
+    let span = tracing::info_span!(
         "attempt",
         tenant = d.tenant.as_str(),
         subscription_id = d.subscription_id.as_str(),
@@ -153,7 +197,8 @@ pub fn attempt(d: &Delivery, attempt: u32) -> Span {
         attempt,
         status_code = tracing::field::Empty,
         outcome = tracing::field::Empty,
-    )
+    );
+    child_of(span, event.traceparent.as_deref())
 }
 
 /// Records how an attempt came back on its span.
@@ -169,10 +214,5 @@ pub fn attempt_ended(span: &Span, result: &AttemptResult) {
 
 /// The `traceparent` of the current span, for a request going out.
 pub fn traceparent() -> Option<String> {
-    if !enabled() {
-        return None;
-    }
-    let mut carrier = std::collections::HashMap::new();
-    TraceContextPropagator::new().inject_context(&Span::current().context(), &mut carrier);
-    carrier.remove("traceparent")
+    traceparent_of(&Span::current())
 }

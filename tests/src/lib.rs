@@ -287,6 +287,31 @@ impl Server {
         body["id"].as_str().expect("event id").to_owned()
     }
 
+    /// Sends an authorized request whose body is JSON text (numbers
+    /// spelled as given); returns status and JSON answer.
+    pub async fn call_text(&self, method: &str, path: &str, body: &str) -> (u16, Value) {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
+        let resp = self
+            .http
+            .request(method, format!("{}{}", self.base, path))
+            .bearer_auth(TOKEN)
+            .header("content-type", "application/json")
+            .body(body.to_owned())
+            .send()
+            .await
+            .expect("request");
+        let status = resp.status().as_u16();
+        (status, resp.json().await.unwrap_or(Value::Null))
+    }
+
+    /// Publishes an event written as JSON text; returns its id.
+    pub async fn publish_text(&self, tenant: &str, body: &str) -> String {
+        let path = format!("/v1/tenants/{tenant}/events");
+        let (status, answer) = self.call_text("POST", &path, body).await;
+        assert_eq!(status, 202, "publish failed: {answer}");
+        answer["id"].as_str().expect("event id").to_owned()
+    }
+
     /// The database path (for a restart over the same file).
     pub fn db_path(&self) -> PathBuf {
         self.dir.path().join("hooklane.db")

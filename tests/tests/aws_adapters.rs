@@ -163,6 +163,8 @@ fn an_event(tenant: &TenantId) -> Event {
         created_at: time::OffsetDateTime::now_utc(),
         payload: bytes::Bytes::from_static(br#"{"type":"a.b","data":{}}"#),
         ordering_key: None,
+        traceparent: None,
+        only_for: None,
     }
 }
 
@@ -1000,14 +1002,17 @@ async fn a_counting_store_counts_each_aws_call_by_service_and_operation() {
         .unwrap();
     assert_eq!(count("GetItem") - before, 2);
     assert!(hooklane_aws::call_metrics::render().contains("service=\"DynamoDB\""));
-    // The backlog's read (for `/metrics` and `/status`) is not counted:
-    // the operator makes it, not the deliveries.
-    let attrs = count("GetQueueAttributes");
+    // The overview's reads (for `/metrics` and `/status`: the queues'
+    // counts, the index of suspended subscriptions) are not counted: the
+    // operator makes them, not the deliveries.
+    let (attrs, queries) = (count("GetQueueAttributes"), count("Query"));
     let overview = hooklane_core::ports::DeliveryViews::overview(&store.views(), false)
         .await
         .unwrap();
     assert_eq!(overview.pending_total, Some(0));
+    assert_eq!(overview.suspended_total, Some(0));
     assert_eq!(count("GetQueueAttributes"), attrs);
+    assert_eq!(count("Query"), queries);
 }
 
 /// A tenant's lane counter (`Q#lanes`), as stored.

@@ -84,6 +84,8 @@ async fn one_queued_delivery(
         created_at: time::OffsetDateTime::now_utc(),
         payload: bytes::Bytes::from_static(br#"{"type":"a.b","data":{}}"#),
         ordering_key: None,
+        traceparent: None,
+        only_for: None,
     };
     store.archive().accept(event.clone()).await.unwrap();
     store

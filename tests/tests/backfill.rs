@@ -52,6 +52,8 @@ async fn a_backfill_after_30_days_replays_only_the_retention_window_in_order_at_
                 r#"{{"type":"order.created","data":{{"days_ago":{days_ago}}}}}"#
             )),
             ordering_key: None,
+            traceparent: None,
+            only_for: None,
         };
         store.accept(event.clone()).await.unwrap();
         if days_ago < 14 {

@@ -1,15 +1,19 @@
-//! OTLP traces end to end: `hooklane serve` (a child process, its log at
-//! `warn`, as traces do not depend on the log's level) with an OTLP/HTTP
-//! endpoint exports a `publish` span that continues the publish request's
-//! `traceparent`, a `fan_out` span, and an `attempt` span whose own
-//! context reaches the receiver as the request's `traceparent`, each with
-//! its tenant, event, subscription and attempt. Without an endpoint (the
-//! default) no request carries a `traceparent`.
+//! OTLP traces end to end, on both backends: `hooklane serve` (a child
+//! process, its log at `warn`, as traces do not depend on the log's level)
+//! with an OTLP/HTTP endpoint exports, for one publish to two
+//! subscriptions, one trace: a `publish` span that continues the publish
+//! request's `traceparent`, the `fan_out` span and both `attempt` spans
+//! under it, each attempt's own context reaching its receiver as the
+//! request's `traceparent`, each span with its tenant, event, subscription
+//! and attempt. Without an endpoint (the default) no request carries a
+//! `traceparent`.
 
 use std::time::Duration;
 
 use hooklane_tests::child::{free_port, hooklane_binary, spawn, tail, Killed, State};
-use hooklane_tests::{eventually, test_env, Receiver, Reply, Server, TOKEN};
+use hooklane_tests::{
+    eventually, on_both_backends, test_env, Backend, Receiver, Reply, Server, TOKEN,
+};
 use serde_json::{json, Value};
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -65,12 +69,13 @@ fn attr(attrs: &Value, key: &str) -> String {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn with_an_otlp_endpoint_publish_fan_out_and_attempts_are_spans_and_the_attempt_sends_its_own_traceparent(
+async fn one_publish_to_two_subscriptions_is_one_trace_and_each_attempt_sends_its_own_traceparent(
+    backend: Backend,
 ) {
     let rx = Receiver::start().await;
     rx.set_default("otlp", Reply::Status(200));
-    rx.set_default("hook", Reply::Status(204));
+    rx.set_default("one", Reply::Status(204));
+    rx.set_default("two", Reply::Status(204));
     let dir = tempfile::tempdir().unwrap();
     let (port, log) = (free_port(), dir.path().join("serve.log"));
     let collector = rx.url("otlp");
@@ -79,11 +84,15 @@ async fn with_an_otlp_endpoint_publish_fan_out_and_attempts_are_spans_and_the_at
         ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json"),
         ("OTEL_BSP_SCHEDULE_DELAY", "100"),
     ]);
-    let state = State::Db(dir.path().join("traces.db"));
+    let state = match backend {
+        Backend::Embedded => State::Db(dir.path().join("traces.db")),
+        Backend::Aws => State::Aws(hooklane_tests::aws::unique_prefix()),
+    };
     let _child = Killed(spawn(&hooklane_binary(), port, &state, &log, &env));
     let base = format!("http://127.0.0.1:{port}");
     let server = Server::connect(&base).await;
-    let sub = server.subscribe("acme", &rx.url("hook"), &["*"]).await;
+    let one = server.subscribe("acme", &rx.url("one"), &["*"]).await;
+    let two = server.subscribe("acme", &rx.url("two"), &["*"]).await;
 
     let resp = reqwest::Client::new()
         .post(format!("{base}/v1/tenants/acme/events"))
@@ -98,24 +107,15 @@ async fn with_an_otlp_endpoint_publish_fan_out_and_attempts_are_spans_and_the_at
         .as_str()
         .unwrap()
         .to_owned();
-    assert!(eventually(WAIT, || rx.count("hook") == 1).await);
-    let sent = rx.requests("hook")[0].header("traceparent");
-    let parts: Vec<&str> = sent.split('-').collect();
-    assert_eq!(
-        parts.len(),
-        4,
-        "the attempt carries a traceparent: {sent:?}"
-    );
-    let found = |name: &str| spans(&rx).into_iter().find(|s| s.0 == name);
+    assert!(eventually(WAIT, || rx.count("one") == 1 && rx.count("two") == 1).await);
+    let named = |name: &str| -> Vec<_> { spans(&rx).into_iter().filter(|s| s.0 == name).collect() };
     let all_in = eventually(WAIT, || {
-        ["publish", "fan_out", "attempt"]
-            .iter()
-            .all(|n| found(n).is_some())
+        named("publish").len() == 1 && !named("fan_out").is_empty() && named("attempt").len() == 2
     })
     .await;
     assert!(all_in, "spans: {:?}\n{}", spans(&rx), tail(&log, 20));
 
-    let (_, trace, _, parent, attrs) = found("publish").unwrap();
+    let (_, trace, publish_span, parent, attrs) = named("publish").remove(0);
     assert_eq!(
         (trace.as_str(), parent.as_str()),
         (TRACE, PARENT),
@@ -123,20 +123,36 @@ async fn with_an_otlp_endpoint_publish_fan_out_and_attempts_are_spans_and_the_at
     );
     assert_eq!(attr(&attrs, "tenant"), "acme");
     assert_eq!(attr(&attrs, "event_id"), event_id);
-    let (_, _, _, _, attrs) = found("fan_out").unwrap();
-    assert_eq!(attr(&attrs, "event_id"), event_id);
-    let (_, trace, span, _, attrs) = found("attempt").unwrap();
-    assert_eq!(
-        (parts[1], parts[2]),
-        (trace.as_str(), span.as_str()),
-        "the receiver got the attempt span's own context"
-    );
-    assert_eq!(attr(&attrs, "subscription_id"), sub["id"].as_str().unwrap());
-    assert_eq!(attr(&attrs, "event_id"), event_id);
-    assert_eq!(attr(&attrs, "attempt"), "1");
-    assert_eq!(attr(&attrs, "status_code"), "204");
-    assert_eq!(attr(&attrs, "outcome"), "success");
+    for (_, trace, _, parent, attrs) in named("fan_out") {
+        assert_eq!(attr(&attrs, "event_id"), event_id);
+        assert_eq!(trace, TRACE, "the fan-out is in the publish's trace");
+        assert_eq!(parent, publish_span, "under the publish span");
+    }
+    for (path, sub) in [("one", &one), ("two", &two)] {
+        let sub_id = sub["id"].as_str().unwrap();
+        let (_, trace, span, parent, attrs) = named("attempt")
+            .into_iter()
+            .find(|s| attr(&s.4, "subscription_id") == sub_id)
+            .unwrap_or_else(|| panic!("an attempt span of {path}: {:?}", spans(&rx)));
+        assert_eq!(trace, TRACE, "the attempt is in the publish's trace");
+        assert_eq!(parent, publish_span, "under the publish span");
+        let sent = rx.requests(path)[0].header("traceparent");
+        let parts: Vec<&str> = sent.split('-').collect();
+        assert_eq!(
+            parts.get(1..3),
+            Some(&[TRACE, span.as_str()][..]),
+            "{path} got its attempt span's own context: {sent:?}"
+        );
+        assert_eq!(attr(&attrs, "event_id"), event_id);
+        assert_eq!(attr(&attrs, "attempt"), "1");
+        assert_eq!(attr(&attrs, "status_code"), "204");
+        assert_eq!(attr(&attrs, "outcome"), "success");
+    }
 }
+
+on_both_backends!(
+    one_publish_to_two_subscriptions_is_one_trace_and_each_attempt_sends_its_own_traceparent
+);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_an_endpoint_no_request_carries_a_traceparent() {

@@ -6,7 +6,7 @@
 //! message from a spill refill, a replay or a backfill, goes without, and
 //! the function reads the archive.
 
-use hooklane_core::domain::{Event, EventId, EventType, OrderingKey, TenantId};
+use hooklane_core::domain::{Event, EventId, EventType, OrderingKey, SubscriptionId, TenantId};
 use hooklane_core::record::{from_ms, ms};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -28,6 +28,12 @@ pub struct CarriedEvent {
     /// Its ordering key, when it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ordering_key: Option<String>,
+    /// Its publish span's `traceparent`, when traces were on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
+    /// A test event's one subscription.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub only_for: Option<String>,
 }
 
 impl CarriedEvent {
@@ -48,6 +54,8 @@ impl CarriedEvent {
             created_at: ms(e.created_at),
             payload,
             ordering_key: e.ordering_key.as_ref().map(|k| k.as_str().to_owned()),
+            traceparent: e.traceparent.clone(),
+            only_for: e.only_for.as_ref().map(|s| s.as_str().to_owned()),
         })
     }
 
@@ -61,6 +69,11 @@ impl CarriedEvent {
             payload: bytes::Bytes::from(self.payload.clone()),
             ordering_key: match &self.ordering_key {
                 Some(k) => Some(OrderingKey::parse(k).ok()?),
+                None => None,
+            },
+            traceparent: self.traceparent.clone(),
+            only_for: match &self.only_for {
+                Some(s) => Some(SubscriptionId::parse(s).ok()?),
                 None => None,
             },
         })
@@ -253,6 +266,8 @@ mod tests {
             created_at: from_ms(1_700_000_000_123),
             payload: bytes::Bytes::from(format!("\"{}\"", "\\".repeat(size))),
             ordering_key: None,
+            traceparent: None,
+            only_for: None,
         };
         let carry = |e: &Event| {
             let mut m = DeliveryMessage::new("acme", "sub_1", e.id.as_str(), "a.b");

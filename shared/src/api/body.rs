@@ -223,6 +223,14 @@ impl<'a> Body<'a> {
         self.typed(key, "an object of strings")
     }
 
+    /// An object of string values or `null` (`None` when absent).
+    pub fn nullable_string_map(
+        &self,
+        key: &str,
+    ) -> Result<Option<Option<BTreeMap<String, String>>>, ApiError> {
+        self.typed(key, "an object of strings or null")
+    }
+
     /// Any JSON value, as the caller wrote it: checked to nest at most
     /// [`MAX_DEPTH`] levels and to escape no lone surrogate (422 naming
     /// `key` otherwise), never parsed into values.

@@ -170,6 +170,16 @@ impl ApiError {
     pub fn field_name(&self) -> Option<&str> {
         self.field.as_deref()
     }
+
+    /// The same problem, naming `to` where it named `from` (a member
+    /// passed on under another name).
+    pub fn renamed(self, from: &str, to: &str) -> Self {
+        if self.field_name() == Some(from) {
+            self.field(to)
+        } else {
+            self
+        }
+    }
 }
 
 impl From<StoreError> for ApiError {

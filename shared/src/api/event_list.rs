@@ -21,7 +21,7 @@ pub(super) const LIST_QUERY: Query = Query {
 };
 
 /// How far back the list reaches without `since`: the archive's life.
-const ARCHIVE: time::Duration = time::Duration::days(14);
+const ARCHIVE: time::Duration = crate::domain::ARCHIVE_RETENTION;
 
 fn time_param(raw: Option<&String>, field: &str) -> Result<Option<OffsetDateTime>, ApiError> {
     raw.map(|v| {

@@ -79,7 +79,7 @@ pub const BATCH_MAX_EVENTS: usize = 100;
 pub const BATCH_MAX_BODY: usize = 1024 * 1024;
 
 /// One event of a publish request, checked and ready to accept.
-fn event_of(
+pub(super) fn event_of(
     tenant: &TenantId,
     bytes: &[u8],
     created_at: time::OffsetDateTime,
@@ -120,6 +120,8 @@ fn event_of(
         created_at,
         payload: payload.into(),
         ordering_key,
+        traceparent: None,
+        only_for: None,
     })
 }
 
@@ -147,9 +149,8 @@ pub(super) async fn publish(
 ) -> Result<Response, ApiError> {
     let tenant = input::tenant(&tenant)?;
     let bytes = body::bytes(body)?;
-    let event = event_of(&tenant, &bytes, state.engine.now())?;
-    let span = crate::trace::publish(&tenant, 1, &headers);
-    span.record("event_id", event.id.as_str());
+    let mut event = event_of(&tenant, &bytes, state.engine.now())?;
+    let span = crate::trace::publishing(&tenant, std::slice::from_mut(&mut event), &headers);
     let (status, view) = accept(&state, event).instrument(span).await?;
     Ok((status, Json(view)).into_response())
 }
@@ -192,7 +193,7 @@ pub(super) async fn publish_batch(
             event_of(&tenant, raw.get().as_bytes(), at).map(|e| valid.push(e))
         })
         .collect();
-    let span = crate::trace::publish(&tenant, valid.len(), &headers);
+    let span = crate::trace::publishing(&tenant, &mut valid, &headers);
     let mut accepted = state
         .engine
         .publish_all(valid)

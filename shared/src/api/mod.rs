@@ -7,6 +7,7 @@ mod access;
 mod auth;
 pub mod body;
 mod dead_letters;
+mod endpoint_tools;
 pub mod error;
 mod event_list;
 mod events;
@@ -53,6 +54,8 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/tenants/{tenant}/subscriptions/{id}/attempts"),
     ("get", "/v1/tenants/{tenant}/subscriptions/{id}/secret"),
     ("post", "/v1/tenants/{tenant}/subscriptions/{id}/enable"),
+    ("post", "/v1/tenants/{tenant}/subscriptions/{id}/test"),
+    ("post", "/v1/tenants/{tenant}/subscriptions/{id}/recover"),
     ("post", "/v1/tenants/{tenant}/events"),
     ("get", "/v1/tenants/{tenant}/events"),
     ("post", "/v1/tenants/{tenant}/event-batches"),
@@ -99,6 +102,18 @@ pub const READS: &[(&str, &str, BodyReads, QueryReads)] = &[
         "/v1/tenants/{tenant}/subscriptions/{id}/attempts",
         None,
         Some(&subscriptions::ATTEMPTS_QUERY),
+    ),
+    (
+        "post",
+        "/v1/tenants/{tenant}/subscriptions/{id}/test",
+        Some(&endpoint_tools::TEST),
+        None,
+    ),
+    (
+        "post",
+        "/v1/tenants/{tenant}/subscriptions/{id}/recover",
+        Some(&endpoint_tools::RECOVER),
+        None,
     ),
     (
         "post",
@@ -184,6 +199,8 @@ pub fn router(state: AppState) -> Router {
         .route("/subscriptions/{id}/attempts", get(subscriptions::attempts))
         .route("/subscriptions/{id}/secret", get(subscriptions::secret))
         .route("/subscriptions/{id}/enable", post(subscriptions::enable))
+        .route("/subscriptions/{id}/test", post(endpoint_tools::test))
+        .route("/subscriptions/{id}/recover", post(endpoint_tools::recover))
         .route("/events", post(events::publish).get(event_list::list))
         .route(
             "/event-batches",

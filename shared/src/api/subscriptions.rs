@@ -18,8 +18,8 @@ use super::error::ApiError;
 use super::input::{self, page, rfc3339, CursorKind, Query};
 use super::AppState;
 use crate::domain::{
-    parse_filters, Health, LaneCount, RateLimit, Subscription, SubscriptionId, SubscriptionStatus,
-    TenantId,
+    parse_filters, parse_headers, ContentFilter, EndpointAuth, Health, LaneCount, RateLimit,
+    Subscription, SubscriptionId, SubscriptionStatus, TenantId,
 };
 use crate::engine::EnableError;
 use crate::health::Breaker;
@@ -35,6 +35,9 @@ pub(super) const CREATE: Fields = Fields {
         "secret",
         "lanes",
         "rate_limit",
+        "filter",
+        "headers",
+        "auth",
     ],
     required: &["url", "event_types"],
 };
@@ -48,6 +51,9 @@ pub(super) const UPDATE: Fields = Fields {
         "metadata",
         "lanes",
         "rate_limit",
+        "filter",
+        "headers",
+        "auth",
     ],
     required: &[],
 };
@@ -81,6 +87,9 @@ pub(super) fn view(state: &AppState, sub: &Subscription, with_secret: bool) -> V
         "health": health_view(&sub.health, breaker),
         "lanes": sub.lanes.get(),
         "rate_limit": sub.rate_limit.map(RateLimit::per_second),
+        "headers": sub.options.headers,
+        "auth": sub.options.auth.as_ref().map(EndpointAuth::shown),
+        "filter": sub.options.filter.as_ref().map(filter_view),
     });
     if with_secret {
         v["secret"] = json!(sub.secret.expose());
@@ -90,6 +99,13 @@ pub(super) fn view(state: &AppState, sub: &Subscription, with_secret: bool) -> V
         v["status_reason"] = json!(sub.status_reason);
     }
     v
+}
+
+/// A content filter as reads show it: its JSON text as a document (a
+/// number past what a 64-bit float holds exactly is shown rounded; the
+/// filter compares it exactly).
+fn filter_view(f: &ContentFilter) -> Value {
+    serde_json::from_str(f.text()).unwrap_or(Value::Null)
 }
 
 fn health_view(h: &Health, breaker: Breaker) -> Value {
@@ -150,10 +166,41 @@ fn apply_fields(body: &Body<'_>, sub: &mut Subscription) -> Result<(), ApiError>
             .transpose()
             .map_err(|e| ApiError::invalid("rate_limit", e.0))?;
     }
+    apply_options(body, sub)
+}
+
+/// Applies the endpoint options present in `body` (each `null` clears
+/// it); the filter is read from its JSON text as given, so its numbers
+/// keep their exact value.
+fn apply_options(body: &Body<'_>, sub: &mut Subscription) -> Result<(), ApiError> {
+    if let Some(raw) = body.raw("filter") {
+        sub.options.filter = match raw.get().trim() {
+            "null" => None,
+            text => Some(ContentFilter::parse(text).map_err(|e| ApiError::invalid("filter", e.0))?),
+        };
+    }
+    if let Some(headers) = body.nullable_string_map("headers")? {
+        sub.options.headers = match headers {
+            None => Default::default(),
+            Some(map) => parse_headers(&map).map_err(|e| ApiError::invalid("headers", e.0))?,
+        };
+    }
+    if let Some(raw) = body.raw("auth") {
+        let v: Value = serde_json::from_str(raw.get())
+            .map_err(|_| ApiError::invalid("auth", "is not JSON"))?;
+        sub.options.auth = match v {
+            Value::Null => None,
+            v => Some(EndpointAuth::parse(&v).map_err(|e| ApiError::invalid("auth", e.0))?),
+        };
+    }
     Ok(())
 }
 
-async fn load(state: &AppState, tenant: &str, id: &str) -> Result<Subscription, ApiError> {
+pub(super) async fn load(
+    state: &AppState,
+    tenant: &str,
+    id: &str,
+) -> Result<Subscription, ApiError> {
     let (tenant, id) = (input::tenant(tenant)?, input::subscription_id(id)?);
     state
         .engine
@@ -193,6 +240,7 @@ pub(super) async fn create(
         updated_at: now,
         lanes: LaneCount::default(),
         rate_limit: None,
+        options: Default::default(),
     };
     apply_fields(&body, &mut sub)?;
     state.engine.register(&sub).await?;

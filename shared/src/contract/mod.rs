@@ -81,6 +81,7 @@ pub fn subscription(tenant: &TenantId, filters: &[&str]) -> Subscription {
         updated_at: now,
         lanes: Default::default(),
         rate_limit: None,
+        options: Default::default(),
     }
 }
 
@@ -92,6 +93,8 @@ pub(crate) fn event(tenant: &TenantId, ty: &str, at: OffsetDateTime) -> Event {
         created_at: at,
         payload: bytes::Bytes::from_static(b"{\"type\":\"x\"}"),
         ordering_key: None,
+        traceparent: None,
+        only_for: None,
     }
 }
 

@@ -6,6 +6,10 @@ use time::OffsetDateTime;
 
 use super::{EventId, EventType, OrderingKey, SubscriptionId, TenantId};
 
+/// How long the archive keeps an event: what a list, a backfill or a
+/// recovery can reach back to.
+pub const ARCHIVE_RETENTION: time::Duration = time::Duration::days(14);
+
 /// A position in a tenant's archive, in acceptance order: events accepted
 /// after `at`, or at `at` with an id after `id`, come after it.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -37,6 +41,8 @@ pub struct ArchivedEvent {
     pub created_at: OffsetDateTime,
     /// Its ordering key, when it has one.
     pub ordering_key: Option<OrderingKey>,
+    /// A test event's one subscription.
+    pub only_for: Option<SubscriptionId>,
 }
 
 impl ArchivedEvent {

@@ -6,14 +6,22 @@
 //! that names what is wrong, so the engine never sees a raw string.
 
 mod archive;
+mod content_filter;
+mod endpoint;
+mod event;
 mod ids;
+mod json_tree;
 mod operator;
 mod overview;
 mod records;
 mod retake;
 
 pub use archive::*;
+pub use content_filter::*;
+pub use endpoint::*;
+pub use event::*;
 pub use ids::*;
+pub use json_tree::*;
 pub use operator::*;
 pub use overview::*;
 pub use records::*;

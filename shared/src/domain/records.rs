@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use time::OffsetDateTime;
 
 use super::{
-    AttemptId, EventFilter, EventId, EventType, LaneCount, OrderingKey, RateLimit, SubscriptionId,
-    TenantId,
+    filter_document, AttemptId, EndpointOptions, Event, EventFilter, EventId, EventType, Json,
+    LaneCount, RateLimit, SubscriptionId, TenantId,
 };
 use crate::signing::Secret;
 
@@ -132,6 +132,8 @@ pub struct Subscription {
     pub lanes: LaneCount,
     /// At most this many attempts per second, when set.
     pub rate_limit: Option<RateLimit>,
+    /// Headers, auth and the content filter.
+    pub options: EndpointOptions,
 }
 
 impl Subscription {
@@ -139,6 +141,29 @@ impl Subscription {
     /// its status).
     pub fn takes(&self, event_type: &EventType) -> bool {
         self.filters.iter().any(|f| f.matches(event_type))
+    }
+
+    /// Whether its content filter, if it has one, lets `event` through.
+    /// `doc` is the event's [`filter_document`], built on first need and
+    /// kept by the caller for the event's other subscriptions.
+    pub fn passes_filter(&self, event: &Event, doc: &mut Option<Json>) -> bool {
+        self.options.filter.as_ref().is_none_or(|f| {
+            f.matches(
+                doc.get_or_insert_with(|| {
+                    filter_document(event.event_type.as_str(), &event.payload)
+                }),
+            )
+        })
+    }
+
+    /// Whether it receives `event` (whatever its status): a test event
+    /// only its own; any other when one of its event types takes it and its
+    /// content filter lets it through.
+    pub fn receives(&self, event: &Event, doc: &mut Option<Json>) -> bool {
+        match &event.only_for {
+            Some(to) => *to == self.id,
+            None => self.takes(&event.event_type) && self.passes_filter(event, doc),
+        }
     }
 
     /// The secrets that sign a request sent at `now`: the current one and,
@@ -160,31 +185,6 @@ impl Subscription {
             secret: std::mem::replace(&mut self.secret, fresh),
             expires_at: old_until,
         });
-    }
-}
-
-/// An accepted event as archived: the body bytes are fixed at publish so
-/// every attempt sends the same bytes.
-#[derive(Debug, Clone)]
-pub struct Event {
-    /// Its id (generated or the publisher's).
-    pub id: EventId,
-    /// The owning tenant.
-    pub tenant: TenantId,
-    /// Its type.
-    pub event_type: EventType,
-    /// When it was accepted.
-    pub created_at: OffsetDateTime,
-    /// The exact request body: `{"type","timestamp","data"}`.
-    pub payload: bytes::Bytes,
-    /// Its ordering key, when the publisher gave one.
-    pub ordering_key: Option<OrderingKey>,
-}
-
-impl Event {
-    /// Its delivery's lane among `lanes`.
-    pub fn lane(&self, lanes: LaneCount) -> u16 {
-        super::lane_of(self.ordering_key.as_ref(), &self.id, lanes)
     }
 }
 

@@ -193,6 +193,8 @@ mod tests {
             created_at: time::OffsetDateTime::now_utc(),
             payload: bytes::Bytes::from(vec![b'x'; bytes]),
             ordering_key: None,
+            traceparent: None,
+            only_for: None,
         }
     }
 

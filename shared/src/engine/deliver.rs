@@ -3,6 +3,7 @@
 //! and POST) and classify (the ladder); recording what follows is
 //! [`super::outcome`]'s.
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use time::OffsetDateTime;
@@ -153,7 +154,7 @@ impl Engine {
     ) -> StoreResult<Step> {
         self.metrics.attempts.inc();
         let attempt_no = d.attempts + 1;
-        let span = crate::trace::attempt(d, attempt_no);
+        let span = crate::trace::attempt(d, event, attempt_no);
         let report = {
             let _open = super::in_flight::open(&d.tenant);
             self.send_within_cut_off(sub, event, attempt_no, now)
@@ -271,22 +272,37 @@ impl Engine {
         body: bytes::Bytes,
         now: OffsetDateTime,
     ) -> SendReport {
-        let mut headers = webhook_headers(
+        let signed = webhook_headers(
             &sub.signing_secrets(now),
             id,
             now.unix_timestamp(),
             attempt,
             &body,
         );
+        let mut headers: Vec<(Cow<'static, str>, String)> = sub
+            .options
+            .request_headers()
+            .map(|(k, v)| (Cow::Owned(k), v))
+            .collect();
+        headers.extend(signed.into_iter().map(|(k, v)| (Cow::Borrowed(k), v)));
         // The attempt span's own, when traces are on.
-        headers.extend(crate::trace::traceparent().map(|t| ("traceparent", t)));
-        self.ports
+        headers.extend(crate::trace::traceparent().map(|t| (Cow::Borrowed("traceparent"), t)));
+        let mut report = self
+            .ports
             .sender
             .send(Outbound {
                 url: sub.url.clone(),
                 headers,
                 body,
             })
-            .await
+            .await;
+        // A receiver that echoes its request does not put the endpoint's
+        // credentials in the attempt log.
+        if let (Some(auth), Some(excerpt)) = (&sub.options.auth, &mut report.excerpt) {
+            for secret in auth.secrets() {
+                *excerpt = excerpt.replace(&secret, "[redacted]");
+            }
+        }
+        report
     }
 }

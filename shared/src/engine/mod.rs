@@ -35,7 +35,7 @@ use time::OffsetDateTime;
 use tracing::{info, warn, Instrument};
 
 use crate::config::Config;
-use crate::domain::{Event, EventType, Subscription, SubscriptionId, TenantId};
+use crate::domain::{Event, EventType, Subscription, SubscriptionId, SubscriptionStatus, TenantId};
 use crate::health::Breakers;
 use crate::ports::{Accepted, End, FanOutBy, NewDelivery, StoreError, StoreResult};
 use crate::telemetry::Chain;
@@ -54,16 +54,19 @@ const FAN_OUT_PAGE: usize = 500;
 /// scheduled path.
 const INLINE_DELIVERIES: usize = 2_000;
 
-/// `event`'s deliveries to the subscriptions of `page`: those created
-/// more than [`CLOCK_ALLOWANCE`] after the event was accepted do not get
-/// it (a fan-out run again for a duplicate publish).
-fn deliveries_of<'a>(
-    event: &'a Event,
-    page: &'a [Subscription],
-) -> impl Iterator<Item = NewDelivery> + 'a {
+/// `event`'s deliveries to the subscriptions of `page` (which match its
+/// type): those whose content filter refuses it do not get it, nor those
+/// created more than [`CLOCK_ALLOWANCE`] after the event was accepted (a
+/// fan-out run again for a duplicate publish).
+fn deliveries_of(event: &Event, page: &[Subscription]) -> Vec<NewDelivery> {
+    // The page matched the event's type; the content filters decide the
+    // rest, each on the one document of the event, read on first need.
+    let mut doc = None;
     page.iter()
-        .filter(move |s| s.created_at <= event.created_at + CLOCK_ALLOWANCE)
-        .map(move |s| NewDelivery::of(event, s))
+        .filter(|s| s.created_at <= event.created_at + CLOCK_ALLOWANCE)
+        .filter(|s| s.passes_filter(event, &mut doc))
+        .map(|s| NewDelivery::of(event, s))
+        .collect()
 }
 
 /// What one call to [`Engine::deliver`] came to.
@@ -275,6 +278,11 @@ impl Engine {
             if buffer.len() >= max_deliveries {
                 break;
             }
+            if let Some(to) = &event.only_for {
+                buffer.extend(self.test_delivery(event, to).await?);
+                whole += 1;
+                continue;
+            }
             let of = (event.tenant.clone(), event.event_type.clone());
             let i = match pages.iter().position(|(k, _)| *k == of) {
                 Some(i) => i,
@@ -331,6 +339,10 @@ impl Engine {
         event: &Event,
         after: Option<&SubscriptionId>,
     ) -> StoreResult<(Vec<NewDelivery>, Option<SubscriptionId>)> {
+        if let Some(to) = &event.only_for {
+            let one = self.test_delivery(event, to).await?;
+            return Ok((one.into_iter().collect(), None));
+        }
         let page = self
             .ports
             .subscriptions
@@ -339,7 +351,20 @@ impl Engine {
         let next = (page.len() == FAN_OUT_PAGE)
             .then(|| page.last().map(|s| s.id.clone()))
             .flatten();
-        Ok((deliveries_of(event, &page).collect(), next))
+        Ok((deliveries_of(event, &page), next))
+    }
+
+    /// A test event's one delivery: to its subscription alone, whatever
+    /// its event types and filter, while it exists and is active.
+    async fn test_delivery(
+        &self,
+        event: &Event,
+        to: &SubscriptionId,
+    ) -> StoreResult<Option<NewDelivery>> {
+        let sub = self.ports.subscriptions.get(&event.tenant, to).await?;
+        Ok(sub
+            .filter(|s| s.status == SubscriptionStatus::Active)
+            .map(|s| NewDelivery::of(event, &s)))
     }
 
     /// Enqueues a batch of deliveries, wakes their lanes, counts them.

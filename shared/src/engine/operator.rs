@@ -103,6 +103,8 @@ impl Engine {
                 .map_err(|e| StoreError::backend_from("serializing an operator event", e))?
                 .into(),
             ordering_key: None,
+            traceparent: None,
+            only_for: None,
         };
         if let Accepted::New(_) = self.publish(event).await? {
             self.ports.notifier.send(kind, &data).await?;
@@ -245,6 +247,7 @@ impl Engine {
             updated_at: now,
             lanes: Default::default(),
             rate_limit: None,
+            options: Default::default(),
         });
         if existing.is_none() {
             return self.ports.subscriptions.insert(&sub).await;

@@ -1,13 +1,15 @@
 //! Requeues, under one rule for both stores ([`Retake`]): the replay of
-//! parked deliveries, and the backfill after re-enabling (G8), paced here
-//! for both runtimes. The embedded runtime runs a backfill pass every
+//! parked deliveries, the backfill after re-enabling (G8), and the
+//! recovery of a time window (`POST …/recover`: a backfill of that
+//! window, replacing one in progress), paced here for both runtimes. The embedded runtime runs a backfill pass every
 //! second; the AWS fan-out function runs one per ingest message and hands
 //! the job back with a visibility of the pass's length.
 //!
 //! A pass queues what the current rate allows in one pass: the configured
 //! rate starts at a quarter and ramps up to full over two minutes. It looks
 //! at the archive in acceptance order from where the last pass stopped,
-//! takes the events the subscription's filters match and, of those, the
+//! takes the events the subscription receives ([`Subscription::receives`]:
+//! event types and content filter as they are now) and, of those, the
 //! ones the store's own atomic write finds missed (parked, held or never
 //! queued), on the subscription's backfill lane.
 
@@ -19,8 +21,8 @@ use tracing::info;
 
 use super::Engine;
 use crate::domain::{
-    BackfillJob, DeadLetter, EventId, Retake, Subscription, SubscriptionId, SubscriptionStatus,
-    TenantId,
+    ArchivePosition, ArchivedEvent, BackfillJob, DeadLetter, EventId, Retake, Subscription,
+    SubscriptionId, SubscriptionStatus, TenantId,
 };
 use crate::health::backfill_interval;
 use crate::ports::{NewDelivery, StoreResult};
@@ -152,6 +154,48 @@ impl Engine {
         Ok(())
     }
 
+    /// Recovers what `sub` missed of the window `since..=until`: a backfill
+    /// of it, paced from now. Answers how many events of the window the
+    /// subscription receives (read through once here; the backfill skips
+    /// those it got or that are pending).
+    pub async fn recover(
+        &self,
+        sub: &Subscription,
+        since: OffsetDateTime,
+        until: OffsetDateTime,
+    ) -> StoreResult<u64> {
+        let mut receives = 0;
+        let mut after = ArchivePosition::before(since);
+        loop {
+            let events = self
+                .ports
+                .events
+                .window(&sub.tenant, &after, until, SCAN)
+                .await?;
+            let Some(last) = events.last() else { break };
+            after = last.position();
+            for e in &events {
+                if self.receives_archived(sub, e).await? {
+                    receives += 1;
+                }
+            }
+        }
+        let job = BackfillJob {
+            tenant: sub.tenant.clone(),
+            subscription_id: sub.id.clone(),
+            after: ArchivePosition::before(since),
+            until,
+            started_at: self.ports.clock.now(),
+        };
+        self.ports.backfills.start(&job).await?;
+        self.ports.wakeup.backfill();
+        info!(
+            subscription_id = sub.id.as_str(),
+            receives, "recovery started"
+        );
+        Ok(receives)
+    }
+
     /// Runs one pass of a subscription's backfill, `pass` long at the
     /// current rate. The backfill ends when the window is done, or when the
     /// subscription is gone or suspended again.
@@ -216,7 +260,7 @@ impl Engine {
                     break;
                 }
                 job.after = e.position();
-                if sub.takes(&e.event_type) {
+                if self.receives_archived(sub, &e).await? {
                     batch.push(NewDelivery::to(
                         sub,
                         &e.id,
@@ -236,6 +280,27 @@ impl Engine {
             }
         }
         Ok((queued, false))
+    }
+}
+
+impl Engine {
+    /// Whether `sub` receives the archived event `e` as things are now
+    /// ([`Subscription::receives`]): the event is read whole only when the
+    /// subscription has a content filter and takes its type.
+    async fn receives_archived(&self, sub: &Subscription, e: &ArchivedEvent) -> StoreResult<bool> {
+        if let Some(to) = &e.only_for {
+            return Ok(*to == sub.id);
+        }
+        if !sub.takes(&e.event_type) {
+            return Ok(false);
+        }
+        if sub.options.filter.is_none() {
+            return Ok(true);
+        }
+        Ok(match self.ports.events.get(&sub.tenant, &e.id).await? {
+            Some(event) => sub.passes_filter(&event, &mut None),
+            None => false,
+        })
     }
 }
 

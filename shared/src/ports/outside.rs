@@ -61,8 +61,9 @@ impl Clock for SystemClock {
 pub struct Outbound {
     /// The endpoint.
     pub url: url::Url,
-    /// Headers beyond content-type and user-agent.
-    pub headers: Vec<(&'static str, String)>,
+    /// Headers beyond content-type and user-agent: the subscription's own
+    /// first, then hooklane's.
+    pub headers: Vec<(std::borrow::Cow<'static, str>, String)>,
     /// The body bytes.
     pub body: bytes::Bytes,
 }

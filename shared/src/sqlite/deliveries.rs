@@ -34,6 +34,7 @@ fn head_row(r: &Row<'_>) -> rusqlite::Result<(Delivery, Option<Event>)> {
     let created: Option<i64> = r.get(9)?;
     let payload: Option<Vec<u8>> = r.get(10)?;
     let ordering_key = super::events::ordering_key(r, 11)?;
+    let traceparent: Option<String> = r.get(12)?;
     let event = created.zip(payload).map(|(at, body)| Event {
         id: d.event_id.clone(),
         tenant: d.tenant.clone(),
@@ -41,6 +42,8 @@ fn head_row(r: &Row<'_>) -> rusqlite::Result<(Delivery, Option<Event>)> {
         created_at: from_ms(at),
         payload: bytes::Bytes::from(body),
         ordering_key,
+        traceparent,
+        only_for: None,
     });
     Ok((d, event))
 }
@@ -327,6 +330,7 @@ impl SqliteStore {
             conn.prepare_cached(
                 "SELECT d.seq, d.tenant, d.subscription_id, d.event_id, d.event_type, d.attempts, \
                  d.first_attempt_at, d.next_attempt_at, d.lane_no, e.created_at, e.payload, e.ordering_key, \
+                 e.traceparent, \
                  d.key_hash IS NOT NULL AND EXISTS (SELECT 1 FROM deliveries o \
                    WHERE o.subscription_id = d.subscription_id AND o.key_hash = d.key_hash \
                    AND o.state = 'pending' AND o.seq < d.seq AND o.lane = d.lane) \
@@ -335,7 +339,7 @@ impl SqliteStore {
                  ORDER BY d.seq LIMIT 1",
             )?
             .query_row(params![sub.as_str(), lane, lane_no], |r| {
-                let head = head_row(r).and_then(|(d, e)| Ok((d, e, r.get::<_, bool>(12)?)));
+                let head = head_row(r).and_then(|(d, e)| Ok((d, e, r.get::<_, bool>(13)?)));
                 Ok((r.get::<_, i64>(0)?, head))
             })
             .optional()

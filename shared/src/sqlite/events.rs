@@ -8,14 +8,15 @@ use time::{Duration, OffsetDateTime};
 
 use super::{corrupt, from_ms, ms, tenant_at, SqliteStore};
 use crate::domain::{
-    ArchivePosition, ArchivedEvent, Event, EventId, EventType, OrderingKey, RecentEvents, TenantId,
+    ArchivePosition, ArchivedEvent, Event, EventId, EventType, OrderingKey, RecentEvents,
+    SubscriptionId, TenantId,
 };
 use crate::ports::{Accepted, EventArchive, StoreError, StoreResult};
 
 /// How long an event id stays reserved for idempotent publish (G12).
 const IDEMPOTENCY_WINDOW: Duration = Duration::hours(24);
 
-/// Reads an event from six columns starting at `i`.
+/// Reads an event from eight columns starting at `i`.
 fn event_at(r: &Row<'_>, i: usize) -> rusqlite::Result<Event> {
     Ok(Event {
         tenant: tenant_at(r, i)?,
@@ -24,7 +25,16 @@ fn event_at(r: &Row<'_>, i: usize) -> rusqlite::Result<Event> {
         created_at: from_ms(r.get(i + 3)?),
         payload: bytes::Bytes::from(r.get::<_, Vec<u8>>(i + 4)?),
         ordering_key: ordering_key(r, i + 5)?,
+        traceparent: r.get(i + 6)?,
+        only_for: subscription_at(r, i + 7)?,
     })
+}
+
+/// A test event's subscription column.
+fn subscription_at(r: &Row<'_>, i: usize) -> rusqlite::Result<Option<SubscriptionId>> {
+    r.get::<_, Option<String>>(i)?
+        .map(|s| SubscriptionId::parse(&s).map_err(|_| corrupt("subscription id")))
+        .transpose()
 }
 
 /// An ordering key column.
@@ -38,7 +48,8 @@ fn from_row(r: &Row<'_>) -> rusqlite::Result<Event> {
     event_at(r, 0)
 }
 
-const SELECT: &str = "SELECT tenant, id, type, created_at, payload, ordering_key FROM events";
+const SELECT: &str =
+    "SELECT tenant, id, type, created_at, payload, ordering_key, traceparent, only_for FROM events";
 
 /// The outcome of accepting inside the writer.
 enum Outcome {
@@ -65,8 +76,8 @@ impl EventArchive for SqliteStore {
                     });
                 }
                 conn.prepare_cached(
-                    "INSERT INTO events (tenant, id, type, created_at, payload, ordering_key) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                    "INSERT INTO events (tenant, id, type, created_at, payload, ordering_key, \
+                     traceparent, only_for) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
                 )?
                 .execute(params![
                     e.tenant.as_str(),
@@ -74,7 +85,9 @@ impl EventArchive for SqliteStore {
                     e.event_type.as_str(),
                     ms(e.created_at),
                     e.payload.as_ref(),
-                    e.ordering_key.as_ref().map(OrderingKey::as_str)
+                    e.ordering_key.as_ref().map(OrderingKey::as_str),
+                    e.traceparent,
+                    e.only_for.as_ref().map(SubscriptionId::as_str)
                 ])?;
                 conn.prepare_cached("INSERT INTO fanout_jobs (tenant, event_id) VALUES (?1, ?2)")?
                     .execute(params![e.tenant.as_str(), e.id.as_str()])?;
@@ -111,7 +124,7 @@ impl EventArchive for SqliteStore {
         let until = ms(until);
         self.read(move |conn| {
             conn.prepare_cached(
-                "SELECT id, type, created_at, ordering_key FROM events WHERE tenant = ?1 AND created_at <= ?2 \
+                "SELECT id, type, created_at, ordering_key, only_for FROM events WHERE tenant = ?1 AND created_at <= ?2 \
                  AND (created_at > ?3 OR (created_at = ?3 AND id > ?4)) ORDER BY created_at, id LIMIT ?5",
             )?
             .query_map(
@@ -132,7 +145,7 @@ impl EventArchive for SqliteStore {
         self.read(move |conn| {
             let before = q.before.as_ref();
             conn.prepare_cached(
-                "SELECT id, type, created_at, ordering_key FROM events WHERE tenant = ?1 \
+                "SELECT id, type, created_at, ordering_key, only_for FROM events WHERE tenant = ?1 \
                  AND created_at BETWEEN ?2 AND ?3 AND (?4 IS NULL OR type = ?4) \
                  AND (?5 IS NULL OR created_at < ?5 OR (created_at = ?5 AND id < ?6)) \
                  ORDER BY created_at DESC, id DESC LIMIT ?7",
@@ -155,7 +168,8 @@ impl EventArchive for SqliteStore {
     }
 }
 
-/// An archived event's row (id, type, time, ordering key), keyed by its
+/// An archived event's row (id, type, time, ordering key, test target),
+/// keyed by its
 /// id for [`super::readable`].
 fn archived_row(r: &Row<'_>) -> rusqlite::Result<(String, rusqlite::Result<ArchivedEvent>)> {
     let key: String = r.get(0)?;
@@ -165,6 +179,7 @@ fn archived_row(r: &Row<'_>) -> rusqlite::Result<(String, rusqlite::Result<Archi
             event_type: EventType::parse(&r.get::<_, String>(1)?).map_err(|_| corrupt("type"))?,
             created_at: from_ms(r.get(2)?),
             ordering_key: ordering_key(r, 3)?,
+            only_for: subscription_at(r, 4)?,
         })
     };
     Ok((key.clone(), event()))
@@ -178,7 +193,8 @@ impl SqliteStore {
         let rows = self
             .read(move |conn| {
                 conn.prepare_cached(
-                    "SELECT j.seq, e.tenant, e.id, e.type, e.created_at, e.payload, e.ordering_key FROM fanout_jobs j \
+                    "SELECT j.seq, e.tenant, e.id, e.type, e.created_at, e.payload, e.ordering_key, \
+                     e.traceparent, e.only_for FROM fanout_jobs j \
                      JOIN events e ON e.tenant = j.tenant AND e.id = j.event_id ORDER BY j.seq LIMIT ?1",
                 )?
                 .query_map(params![limit as i64], |r| {

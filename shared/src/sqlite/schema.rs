@@ -117,7 +117,13 @@ CREATE INDEX IF NOT EXISTS attempts_by_time ON attempts (started_at);
 const ADDED: &[(&str, &str, &str)] = &[
     ("subscriptions", "lanes", "INTEGER NOT NULL DEFAULT 1"),
     ("subscriptions", "rate_limit", "INTEGER"),
+    // Endpoint options (headers, auth, content filter) as one JSON document.
+    ("subscriptions", "options", "TEXT"),
     ("events", "ordering_key", "TEXT"),
+    // The publish span's `traceparent`, when traces were on.
+    ("events", "traceparent", "TEXT"),
+    // A test event's one subscription (`POST …/subscriptions/{id}/test`).
+    ("events", "only_for", "TEXT"),
     // A delivery's lane among its subscription's lanes, and the hash of
     // its event's ordering key (NULL without one): a lane head waits for
     // older pending deliveries of its key on other lanes (G5).

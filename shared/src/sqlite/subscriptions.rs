@@ -14,7 +14,7 @@ use crate::record::SubscriptionRecord;
 
 const COLUMNS: &str = "id, tenant, url, filters, description, metadata, secret, prev_secret, \
      prev_secret_expires_at, status, health, suspended_at, status_reason, created_at, updated_at, \
-     lanes, rate_limit";
+     lanes, rate_limit, options";
 
 /// A row as the stored record, then the one conversion back into the
 /// domain ([`SubscriptionRecord`], shared with the AWS adapter).
@@ -37,6 +37,7 @@ fn from_row(r: &Row<'_>) -> rusqlite::Result<Subscription> {
         updated_at: r.get(14)?,
         lanes: r.get(15)?,
         rate_limit: r.get(16)?,
+        options: r.get(17)?,
     };
     Subscription::try_from(rec).map_err(|e| corrupt(&e.0))
 }
@@ -92,7 +93,7 @@ impl SubscriptionStore for SqliteStore {
         let rec = SubscriptionRecord::from(&sub);
         self.write(move |conn| {
             conn.execute(
-                &format!("INSERT INTO subscriptions ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)"),
+                &format!("INSERT INTO subscriptions ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)"),
                 params![
                     rec.id,
                     rec.tenant,
@@ -111,6 +112,7 @@ impl SubscriptionStore for SqliteStore {
                     rec.updated_at,
                     rec.lanes,
                     rec.rate_limit,
+                    rec.options,
                 ],
             )?;
             write_filters(conn, &sub)
@@ -159,7 +161,8 @@ impl SubscriptionStore for SqliteStore {
             let n = conn.execute(
                 "UPDATE subscriptions SET url = ?3, filters = ?4, description = ?5, metadata = ?6, \
                  secret = ?7, prev_secret = ?8, prev_secret_expires_at = ?9, updated_at = ?10, \
-                 lanes = ?11, rate_limit = ?12 WHERE id = ?1 AND tenant = ?2 AND deleted_at IS NULL",
+                 lanes = ?11, rate_limit = ?12, options = ?13 \
+                 WHERE id = ?1 AND tenant = ?2 AND deleted_at IS NULL",
                 params![
                     rec.id,
                     rec.tenant,
@@ -173,6 +176,7 @@ impl SubscriptionStore for SqliteStore {
                     rec.updated_at,
                     rec.lanes,
                     rec.rate_limit,
+                    rec.options,
                 ],
             )?;
             if n == 1 {

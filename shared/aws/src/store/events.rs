@@ -110,6 +110,12 @@ impl AwsArchive {
         if let Some(key) = &event.ordering_key {
             put = put.item("ordering_key", string_attr(key.as_str()));
         }
+        if let Some(t) = &event.traceparent {
+            put = put.item("traceparent", string_attr(t));
+        }
+        if let Some(s) = &event.only_for {
+            put = put.item("only_for", string_attr(s.as_str()));
+        }
         match put.send().await {
             Ok(_) => Ok(Accepted::New(event)),
             Err(e) if is_condition_failed(&e) => {

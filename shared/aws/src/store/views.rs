@@ -69,11 +69,12 @@ impl DeliveryViews for AwsViews {
                 .collect();
             by_key = self.records.get_many(keys, false).await?;
             shown.extend(by_key.iter().filter_map(sub_of_key));
+            let mut doc = None;
             queued = rest
                 .into_iter()
                 .filter(|s| {
                     s.status == SubscriptionStatus::Active
-                        && s.takes(&event.event_type)
+                        && s.receives(&event, &mut doc)
                         && s.created_at <= event.created_at
                         && !shown.contains(&s.id)
                 })

@@ -3,7 +3,9 @@
 //! days late, so reads check it). The payload's attribute is
 //! [`super::event_payload`]'s.
 
-use hooklane_core::domain::{ArchivedEvent, Event, EventId, EventType, OrderingKey, TenantId};
+use hooklane_core::domain::{
+    ArchivedEvent, Event, EventId, EventType, OrderingKey, SubscriptionId, TenantId,
+};
 use hooklane_core::ports::StoreResult;
 use hooklane_core::record::from_ms;
 
@@ -21,6 +23,8 @@ pub(crate) fn event_of(item: &Item) -> StoreResult<Event> {
         created_at: from_ms(get_n(item, "created_at").ok_or_else(|| corrupt("event time"))?),
         payload: payload_of(item)?,
         ordering_key: ordering_key(item)?,
+        traceparent: get_s(item, "traceparent").map(str::to_owned),
+        only_for: only_for(item)?,
     })
 }
 
@@ -32,7 +36,15 @@ pub(crate) fn archived_of(item: &Item) -> StoreResult<ArchivedEvent> {
         event_type: EventType::parse(field("type")?).map_err(|_| corrupt("event type"))?,
         created_at: from_ms(get_n(item, "created_at").ok_or_else(|| corrupt("event time"))?),
         ordering_key: ordering_key(item)?,
+        only_for: only_for(item)?,
     })
+}
+
+/// A test event's subscription, when it is one.
+fn only_for(item: &Item) -> StoreResult<Option<SubscriptionId>> {
+    get_s(item, "only_for")
+        .map(|s| SubscriptionId::parse(s).map_err(|_| corrupt("subscription id")))
+        .transpose()
 }
 
 /// An event item's ordering key, when it has one.

@@ -61,7 +61,47 @@ pub(crate) const EDITABLE: &[(&str, &str)] = &[
     ("#prev_exp", "prev_secret_expires_at"),
     ("#lanes", "lanes"),
     ("#rate", "rate_limit"),
+    ("#options", "options"),
 ];
+
+/// Sets the optional fields `rec` has and removes those it has not.
+fn optional_fields(
+    rec: &SubscriptionRecord,
+    set: &mut Vec<&'static str>,
+    remove: &mut Vec<&'static str>,
+    values: &mut Vec<(&'static str, AttributeValue)>,
+) {
+    // (assignment, name, value placeholder, value)
+    let optional = [
+        (
+            "#description = :description",
+            "#description",
+            ":description",
+            rec.description.clone().map(string_attr),
+        ),
+        (
+            "#rate = :rate",
+            "#rate",
+            ":rate",
+            rec.rate_limit.map(number_attr),
+        ),
+        (
+            "#options = :options",
+            "#options",
+            ":options",
+            rec.options.clone().map(string_attr),
+        ),
+    ];
+    for (assign, name, placeholder, value) in optional {
+        match value {
+            Some(v) => {
+                set.push(assign);
+                values.push((placeholder, v));
+            }
+            None => remove.push(name),
+        }
+    }
+}
 
 /// The update expression of a subscription's editable fields and secrets,
 /// and its values: absent optional fields are removed. Health, status and
@@ -92,20 +132,7 @@ pub(crate) fn editable_fields(
         (":updated", number_attr(rec.updated_at)),
         (":lanes", number_attr(rec.lanes)),
     ];
-    match &rec.description {
-        Some(d) => {
-            set.push("#description = :description");
-            values.push((":description", string_attr(d.clone())));
-        }
-        None => remove.push("#description"),
-    }
-    match rec.rate_limit {
-        Some(n) => {
-            set.push("#rate = :rate");
-            values.push((":rate", number_attr(n)));
-        }
-        None => remove.push("#rate"),
-    }
+    optional_fields(rec, &mut set, &mut remove, &mut values);
     match (&rec.prev_secret, rec.prev_secret_expires_at) {
         (Some(p), Some(exp)) => {
             set.push("#prev = :prev, #prev_exp = :prev_exp");

@@ -1,0 +1,200 @@
+//! Unit tests of the content filter: each operator on a value that
+//! matches and one that does not, missing paths, and refused filters.
+
+use super::*;
+
+fn event(data: &str) -> Json {
+    filter_document(
+        "invoice.paid",
+        format!(r#"{{"type":"invoice.paid","timestamp":"t","data":{data}}}"#).as_bytes(),
+    )
+}
+
+fn passes(filter: &str, data: &str) -> bool {
+    ContentFilter::parse(filter)
+        .unwrap_or_else(|e| panic!("{filter}: {e}"))
+        .matches(&event(data))
+}
+
+#[test]
+fn each_operator_takes_one_event_and_refuses_another() {
+    let cases: &[(&str, &str, &str)] = &[
+        (r#"{"data":{"a":5}}"#, r#"{"a":5.0}"#, r#"{"a":6}"#),
+        (
+            r#"{"data":{"a":{"$eq":"x"}}}"#,
+            r#"{"a":"x"}"#,
+            r#"{"a":"y"}"#,
+        ),
+        (
+            r#"{"data":{"a":{"$neq":"x"}}}"#,
+            r#"{"a":"y"}"#,
+            r#"{"a":"x"}"#,
+        ),
+        (r#"{"data":{"a":{"$gt":10}}}"#, r#"{"a":11}"#, r#"{"a":10}"#),
+        (
+            r#"{"data":{"a":{"$gte":10}}}"#,
+            r#"{"a":1e1}"#,
+            r#"{"a":9.99}"#,
+        ),
+        (
+            r#"{"data":{"a":{"$lt":"m"}}}"#,
+            r#"{"a":"l"}"#,
+            r#"{"a":"n"}"#,
+        ),
+        (
+            r#"{"data":{"a":{"$lte":0}}}"#,
+            r#"{"a":-0.0}"#,
+            r#"{"a":0.001}"#,
+        ),
+        (
+            r#"{"data":{"a":{"$in":["usd","eur"]}}}"#,
+            r#"{"a":"eur"}"#,
+            r#"{"a":"gbp"}"#,
+        ),
+        (
+            r#"{"data":{"a":{"$nin":[1,2]}}}"#,
+            r#"{"a":3}"#,
+            r#"{"a":2.0}"#,
+        ),
+        (
+            r#"{"data":{"a":{"$exists":true}}}"#,
+            r#"{"a":null}"#,
+            r#"{"b":1}"#,
+        ),
+        (
+            r#"{"data":{"a":{"$exists":false}}}"#,
+            r#"{"b":1}"#,
+            r#"{"a":1}"#,
+        ),
+        (
+            r#"{"data":{"a":{"$prefix":"in_"}}}"#,
+            r#"{"a":"in_1"}"#,
+            r#"{"a":"out_1"}"#,
+        ),
+        (
+            r#"{"$and":[{"data":{"a":1}},{"data":{"b":2}}]}"#,
+            r#"{"a":1,"b":2}"#,
+            r#"{"a":1,"b":3}"#,
+        ),
+        (
+            r#"{"data":{"$or":[{"a":1},{"b":2}]}}"#,
+            r#"{"a":0,"b":2}"#,
+            r#"{"a":0,"b":0}"#,
+        ),
+        (
+            r#"{"data":{"a":{"$not":{"$gt":5}}}}"#,
+            r#"{"a":5}"#,
+            r#"{"a":6}"#,
+        ),
+        (r#"{"type":{"$prefix":"invoice."}}"#, "{}", "{}"),
+        (
+            r#"{"data":{"a":[1,{"b":2}]}}"#,
+            r#"{"a":[1.0,{"b":2}]}"#,
+            r#"{"a":[{"b":2},1]}"#,
+        ),
+        (
+            r#"{"data":{"c":{"d":true}}}"#,
+            r#"{"c":{"d":true,"e":1}}"#,
+            r#"{"c":{"d":false}}"#,
+        ),
+    ];
+    for (filter, yes, no) in cases {
+        assert!(passes(filter, yes), "{filter} takes {yes}");
+        if *filter != r#"{"type":{"$prefix":"invoice."}}"# {
+            assert!(!passes(filter, no), "{filter} refuses {no}");
+        }
+    }
+    assert!(!passes(r#"{"type":{"$prefix":"order."}}"#, "{}"));
+}
+
+#[test]
+fn a_missing_path_matches_only_exists_false_neq_nin_and_not() {
+    for (filter, takes) in [
+        (r#"{"data":{"a":{"$exists":false}}}"#, true),
+        (r#"{"data":{"a":{"$neq":1}}}"#, true),
+        (r#"{"data":{"a":{"$nin":[1]}}}"#, true),
+        (r#"{"data":{"a":{"$not":{"$eq":1}}}}"#, true),
+        (r#"{"data":{"a":{"$eq":null}}}"#, false),
+        (r#"{"data":{"a":null}}"#, false),
+        (r#"{"data":{"a":{"$gte":0}}}"#, false),
+        (r#"{"data":{"a":{"$in":[null]}}}"#, false),
+        (r#"{"data":{"a":{"b":1}}}"#, false),
+        (r#"{"data":{"a":{"$prefix":""}}}"#, false),
+    ] {
+        assert_eq!(passes(filter, r#"{"z":1}"#), takes, "{filter}");
+    }
+    assert!(passes("{}", "{}"), "an empty filter takes everything");
+}
+
+#[test]
+fn a_value_of_another_type_does_not_match_a_comparison() {
+    assert!(!passes(
+        r#"{"data":{"amount":{"$gte":1000}}}"#,
+        r#"{"amount":"5000"}"#
+    ));
+    assert!(!passes(
+        r#"{"data":{"amount":{"$lt":"9"}}}"#,
+        r#"{"amount":5}"#
+    ));
+    assert!(passes(
+        r#"{"data":{"amount":{"$gte":1000}}}"#,
+        r#"{"amount":5000}"#
+    ));
+}
+
+#[test]
+fn big_integers_compare_exactly() {
+    let f = r#"{"data":{"n":{"$gt":18446744073709551616}}}"#;
+    assert!(
+        passes(f, r#"{"n":18446744073709551617}"#),
+        "2^64 + 1 > 2^64"
+    );
+    assert!(!passes(f, r#"{"n":18446744073709551616}"#));
+    assert!(
+        !passes(f, r#"{"n":1.8446744073709551616e19}"#),
+        "the same value spelled so"
+    );
+    let eq = r#"{"data":{"n":18446744073709551617}}"#;
+    assert!(!passes(eq, r#"{"n":18446744073709551616}"#));
+}
+
+#[test]
+fn bad_filters_are_refused_with_the_reason() {
+    let deep = format!(r#"{{"data":{}1{}}}"#, r#"{"a":"#.repeat(8), "}".repeat(8));
+    let big = format!(
+        r#"{{"data":{{"a":{{"$in":["{}"]}}}}}}"#,
+        "x".repeat(MAX_FILTER_BYTES)
+    );
+    for (bad, why) in [
+        (
+            r#"{"data":{"a":{"$regex":"x"}}}"#,
+            "unknown operator `$regex`",
+        ),
+        (
+            r#"{"data":{"a":{"$gt":true}}}"#,
+            "`$gt` takes a number or a string",
+        ),
+        (r#"{"data":{"a":{"$in":"x"}}}"#, "`$in` takes an array"),
+        (
+            r#"{"data":{"a":{"$exists":1}}}"#,
+            "`$exists` takes true or false",
+        ),
+        (
+            r#"{"data":{"a":{"$prefix":1}}}"#,
+            "`$prefix` takes a string",
+        ),
+        (r#"{"$or":[]}"#, "`$or` takes a non-empty array of filters"),
+        (
+            r#"{"data":{"a":{"$eq":1,"b":2}}}"#,
+            "operators ($…) and members at once",
+        ),
+        (r#"{"timestamp":1}"#, "`timestamp` is neither"),
+        ("[1]", "a JSON object"),
+        ("{", "is not JSON"),
+        (deep.as_str(), "8 levels"),
+        (big.as_str(), "4096 bytes"),
+    ] {
+        let e = ContentFilter::parse(bad).expect_err(bad);
+        assert!(e.0.contains(why), "{bad}: {e}");
+    }
+}

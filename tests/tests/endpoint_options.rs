@@ -1,0 +1,376 @@
+//! Endpoint options end to end, on both backends (`../shared/API.md`
+//! "Endpoint options"): content filters decide at fan-out which events
+//! make a delivery (each operator with an event it takes and one it
+//! refuses, big integers compared exactly, a change applying to later
+//! events, bad filters refused with nothing stored); static headers and
+//! `Authorization` arrive on every attempt and on the re-enable probe, and
+//! the password or token shows up in no read, no attempt log and no log
+//! line.
+
+use std::time::Duration;
+
+use hooklane_tests::child::{free_port, hooklane_binary, spawn, Killed, State};
+use hooklane_tests::{eventually, on_both_backends, test_env, Backend, Receiver, Reply, Server};
+use serde_json::{json, Value};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// Each operator: a filter, the data of an event it takes, and of one it
+/// refuses.
+const OPERATORS: &[(&str, &str, &str)] = &[
+    (r#"{"data":{"a":5}}"#, r#"{"a":5.0}"#, r#"{"a":6}"#),
+    (
+        r#"{"data":{"a":{"$eq":"x"}}}"#,
+        r#"{"a":"x"}"#,
+        r#"{"a":"y"}"#,
+    ),
+    (
+        r#"{"data":{"a":{"$neq":"x"}}}"#,
+        r#"{"b":1}"#,
+        r#"{"a":"x"}"#,
+    ),
+    (r#"{"data":{"a":{"$gt":10}}}"#, r#"{"a":11}"#, r#"{"a":10}"#),
+    (
+        r#"{"data":{"a":{"$gte":1000}}}"#,
+        r#"{"a":1e3}"#,
+        r#"{"a":"5000"}"#,
+    ),
+    (
+        r#"{"data":{"a":{"$lt":"m"}}}"#,
+        r#"{"a":"l"}"#,
+        r#"{"a":"n"}"#,
+    ),
+    (
+        r#"{"data":{"a":{"$lte":0}}}"#,
+        r#"{"a":-1}"#,
+        r#"{"a":0.5}"#,
+    ),
+    (
+        r#"{"data":{"a":{"$in":["usd","eur"]}}}"#,
+        r#"{"a":"eur"}"#,
+        r#"{"a":"gbp"}"#,
+    ),
+    (
+        r#"{"data":{"a":{"$nin":[1,2]}}}"#,
+        r#"{"a":3}"#,
+        r#"{"a":2}"#,
+    ),
+    (
+        r#"{"data":{"a":{"$exists":false}}}"#,
+        r#"{"b":1}"#,
+        r#"{"a":null}"#,
+    ),
+    (
+        r#"{"data":{"a":{"$prefix":"in_"}}}"#,
+        r#"{"a":"in_1"}"#,
+        r#"{"a":"out_1"}"#,
+    ),
+    (
+        r#"{"$and":[{"data":{"a":1}},{"data":{"b":2}}]}"#,
+        r#"{"a":1,"b":2}"#,
+        r#"{"a":1,"b":3}"#,
+    ),
+    (
+        r#"{"data":{"$or":[{"a":1},{"b":2}]}}"#,
+        r#"{"b":2}"#,
+        r#"{"a":2}"#,
+    ),
+    (
+        r#"{"data":{"a":{"$not":{"$gt":5}}}}"#,
+        r#"{"a":5}"#,
+        r#"{"a":6}"#,
+    ),
+    (r#"{"type":{"$prefix":"op14.pa"}}"#, "{}", "{}"),
+    (
+        r#"{"data":{"n":{"$gt":18446744073709551616}}}"#,
+        r#"{"n":18446744073709551617}"#,
+        r#"{"n":18446744073709551616}"#,
+    ),
+];
+
+/// Registers a subscription with `extra` members; returns its id.
+async fn subscribe(server: &Server, url: &str, types: &[&str], extra: Value) -> String {
+    let mut body = json!({"url": url, "event_types": types});
+    body.as_object_mut()
+        .unwrap()
+        .extend(extra.as_object().unwrap().clone());
+    let (status, sub) = server
+        .call("POST", "/v1/tenants/acme/subscriptions", Some(body))
+        .await;
+    assert_eq!(status, 201, "{sub}");
+    sub["id"].as_str().unwrap().to_owned()
+}
+
+/// The `data` of each request `name` received, in order.
+fn received(rx: &Receiver, name: &str) -> Vec<String> {
+    rx.requests(name)
+        .iter()
+        .map(|r| {
+            let text = String::from_utf8_lossy(&r.body).into_owned();
+            let start = text.find(r#""data":"#).expect("a data member") + 7;
+            text[start..text.len() - 1].to_owned()
+        })
+        .collect()
+}
+
+async fn each_operator_takes_one_event_and_refuses_another(backend: Backend) {
+    let rx = Receiver::start().await;
+    let server = Server::start_on(backend, test_env(&[])).await;
+    for (i, (filter, _, _)) in OPERATORS.iter().enumerate() {
+        let filter: Value = serde_json::from_str(filter).unwrap();
+        let (types, path) = (format!("op{i}.*"), format!("op{i}"));
+        // The filter goes in as text: `Value` would round the big integer.
+        let sub = subscribe(&server, &rx.url(&path), &[&types], json!({})).await;
+        let patch = format!(r#"{{"filter":{}}}"#, OPERATORS[i].0);
+        let path = format!("/v1/tenants/acme/subscriptions/{sub}");
+        let (status, body) = server.call_text("PATCH", &path, &patch).await;
+        assert_eq!(status, 200, "{body}");
+        if i != OPERATORS.len() - 1 {
+            assert_eq!(body["filter"], filter, "shown as given");
+        }
+    }
+    for (i, (_, yes, no)) in OPERATORS.iter().enumerate() {
+        for (kind, data) in [("no", no), ("pass", yes)] {
+            let body = format!(r#"{{"type":"op{i}.{kind}","data":{data}}}"#);
+            server.publish_text("acme", &body).await;
+        }
+    }
+    let all = eventually(WAIT, || {
+        (0..OPERATORS.len()).all(|i| rx.count(&format!("op{i}")) >= 1)
+    })
+    .await;
+    assert!(all, "each operator's receiver got its event");
+    // A last event to one of them, so that anything wrongly queued before
+    // it has arrived too.
+    server
+        .publish_text("acme", r#"{"type":"op0.pass","data":{"a":5}}"#)
+        .await;
+    assert!(eventually(WAIT, || rx.count("op0") == 2).await);
+    for (i, (filter, yes, _)) in OPERATORS.iter().enumerate() {
+        let got = received(&rx, &format!("op{i}"));
+        let want = if i == 0 {
+            vec![*yes, r#"{"a":5}"#]
+        } else {
+            vec![*yes]
+        };
+        assert_eq!(got, want, "{filter}");
+    }
+}
+
+async fn a_filter_change_applies_to_later_events_and_a_bad_one_changes_nothing(backend: Backend) {
+    let rx = Receiver::start().await;
+    let server = Server::start_on(backend, test_env(&[])).await;
+    let usd = json!({"filter": {"data": {"currency": "usd"}}});
+    let sub = subscribe(&server, &rx.url("f"), &["*"], usd).await;
+    let path = format!("/v1/tenants/acme/subscriptions/{sub}");
+    // The refused one first: once the other arrives, both were fanned out
+    // (in acceptance order), before the change below.
+    server
+        .publish("acme", "a.b", json!({"currency": "eur", "n": 2}))
+        .await;
+    server
+        .publish("acme", "a.b", json!({"currency": "usd", "n": 1}))
+        .await;
+    assert!(eventually(WAIT, || rx.count("f") == 1).await);
+
+    for bad in [
+        json!({"data": {"a": {"$regex": "x"}}}),
+        json!({"data": {"a": {"$gt": [1]}}}),
+        json!({"timestamp": 1}),
+        json!([1]),
+        json!({"data": {"a": {"b": {"c": {"d": {"e": {"f": {"g": {"h": 1}}}}}}}}}),
+        json!({"data": {"a": {"$in": ["x".repeat(4096)]}}}),
+    ] {
+        let (status, problem) = server
+            .call(
+                "PATCH",
+                &path,
+                Some(json!({"filter": bad, "description": "x"})),
+            )
+            .await;
+        assert_eq!(status, 422, "{bad}: {problem}");
+        assert_eq!(problem["field"], "filter", "{problem}");
+        let (status, problem) = server
+            .call(
+                "POST",
+                "/v1/tenants/acme/subscriptions",
+                Some(json!({"url": rx.url("g"), "event_types": ["*"], "filter": bad})),
+            )
+            .await;
+        assert_eq!((status, &problem["field"]), (422, &json!("filter")));
+    }
+    let (_, now) = server.call("GET", &path, None).await;
+    assert_eq!(
+        now["filter"],
+        json!({"data": {"currency": "usd"}}),
+        "unchanged"
+    );
+    assert_eq!(
+        now["description"],
+        Value::Null,
+        "nothing of the refused change"
+    );
+    let (_, list) = server
+        .call("GET", "/v1/tenants/acme/subscriptions", None)
+        .await;
+    assert_eq!(list["items"].as_array().unwrap().len(), 1, "none stored");
+
+    let eur = json!({"filter": {"data": {"currency": "eur"}}});
+    assert_eq!(server.call("PATCH", &path, Some(eur)).await.0, 200);
+    server
+        .publish("acme", "a.b", json!({"currency": "usd", "n": 3}))
+        .await;
+    server
+        .publish("acme", "a.b", json!({"currency": "eur", "n": 4}))
+        .await;
+    assert!(eventually(WAIT, || rx.count("f") == 2).await);
+    assert_eq!(
+        server
+            .call("PATCH", &path, Some(json!({"filter": null})))
+            .await
+            .0,
+        200
+    );
+    server
+        .publish("acme", "a.b", json!({"currency": "gbp", "n": 5}))
+        .await;
+    assert!(eventually(WAIT, || rx.count("f") == 3).await);
+    let ns: Vec<Value> = rx
+        .requests("f")
+        .iter()
+        .map(|r| serde_json::from_slice::<Value>(&r.body).unwrap()["data"]["n"].clone())
+        .collect();
+    assert_eq!(ns, [json!(1), json!(4), json!(5)]);
+}
+
+const TOKEN_SECRET: &str = "tok-Zq81-never-shown";
+const PASSWORD: &str = "pw-Kx77-never-shown";
+
+async fn headers_and_auth_go_on_every_attempt_and_the_probe_and_secrets_stay_hidden(
+    backend: Backend,
+) {
+    let rx = Receiver::start().await;
+    // The receiver echoes the credentials back: the attempt log must not.
+    let echo = format!("bad gateway; saw Bearer {TOKEN_SECRET}");
+    rx.set_default("gw", Reply::Body(500, echo));
+    let dir = tempfile::tempdir().unwrap();
+    let (port, log) = (free_port(), dir.path().join("serve.log"));
+    let env = test_env(&[
+        ("HOOKLANE_RETRY_SCHEDULE", "0s,1s"),
+        (
+            "HOOKLANE_SUSPEND_POLICY",
+            "retryable=2/0s,permanent=2/0s,fatal=1/0s",
+        ),
+        ("RUST_LOG", "info,hooklane_core=debug,hooklane_aws=debug"),
+    ]);
+    let state = match backend {
+        Backend::Embedded => State::Db(dir.path().join("options.db")),
+        Backend::Aws => State::Aws(hooklane_tests::aws::unique_prefix()),
+    };
+    let _child = Killed(spawn(&hooklane_binary(), port, &state, &log, &env));
+    let server = Server::connect(&format!("http://127.0.0.1:{port}")).await;
+
+    // Refused headers and auth change nothing.
+    for (field, bad) in [
+        ("headers", json!({"Webhook-Id": "x"})),
+        ("headers", json!({"Authorization": "x"})),
+        ("headers", json!({"x-a": "caf\u{e9}"})),
+        ("headers", json!({"x-a": "v".repeat(1025)})),
+        ("auth", json!({"type": "oauth2"})),
+        (
+            "auth",
+            json!({"type": "basic", "username": "a:b", "password": "p"}),
+        ),
+    ] {
+        let body = json!({"url": rx.url("gw"), "event_types": ["*"], field: bad});
+        let (status, problem) = server
+            .call("POST", "/v1/tenants/acme/subscriptions", Some(body))
+            .await;
+        assert_eq!(
+            (status, &problem["field"]),
+            (422, &json!(field)),
+            "{problem}"
+        );
+    }
+    let options = json!({
+        "headers": {"X-Api-Key": "k_live_1", "X-Team": "billing ops"},
+        "auth": {"type": "bearer", "token": TOKEN_SECRET},
+    });
+    let sub = subscribe(&server, &rx.url("gw"), &["*"], options).await;
+    let path = format!("/v1/tenants/acme/subscriptions/{sub}");
+    let (_, read) = server.call("GET", &path, None).await;
+    assert_eq!(read["auth"], json!({"type": "bearer"}));
+    assert_eq!(read["headers"]["X-Api-Key"], "k_live_1");
+
+    // Two attempts of one delivery (parked), then the next one's first:
+    // suspended. The probe of `enable` carries them too.
+    server.publish("acme", "a.b", json!({"n": 1})).await;
+    assert!(eventually(WAIT, || rx.count("gw") == 2).await);
+    server.publish("acme", "a.b", json!({"n": 2})).await;
+    assert!(eventually(WAIT, || rx.count("gw") == 3).await);
+    let mut status = Value::Null;
+    for _ in 0..300 {
+        status = server.call("GET", &path, None).await.1["status"].clone();
+        if status == "suspended" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(status, "suspended");
+    // Basic auth from here on, with a password.
+    let basic = json!({"auth": {"type": "basic", "username": "hook", "password": PASSWORD}});
+    assert_eq!(server.call("PATCH", &path, Some(basic)).await.0, 200);
+    rx.set_default("gw", Reply::Status(204));
+    let (status, enabled) = server.call("POST", &format!("{path}/enable"), None).await;
+    assert_eq!(status, 200, "{enabled}");
+    assert!(eventually(WAIT, || rx.count("gw") >= 4).await);
+
+    let requests = rx.requests("gw");
+    for (i, r) in requests.iter().enumerate() {
+        assert_eq!(r.header("x-api-key"), "k_live_1", "request {i}");
+        assert_eq!(r.header("x-team"), "billing ops", "request {i}");
+        assert!(!r.header("webhook-signature").is_empty(), "still signed");
+    }
+    let auths: Vec<String> = requests.iter().map(|r| r.header("authorization")).collect();
+    assert_eq!(auths[..3], vec![format!("Bearer {TOKEN_SECRET}"); 3]);
+    // base64("hook:pw-Kx77-never-shown")
+    let basic_value = "Basic aG9vazpwdy1LeDc3LW5ldmVyLXNob3du";
+    assert_eq!(auths[3], basic_value, "the probe");
+    assert!(String::from_utf8_lossy(&requests[3].body).contains("endpoint.probe"));
+
+    let (_, read) = server.call("GET", &path, None).await;
+    let (_, list) = server
+        .call("GET", "/v1/tenants/acme/subscriptions", None)
+        .await;
+    let (_, attempts) = server.call("GET", &format!("{path}/attempts"), None).await;
+    assert_eq!(read["auth"], json!({"type": "basic", "username": "hook"}));
+    let excerpts: Vec<&Value> = attempts["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| &a["response_excerpt"])
+        .collect();
+    assert!(
+        excerpts
+            .iter()
+            .any(|e| e.as_str().is_some_and(|e| e.contains("[redacted]"))),
+        "{excerpts:?}"
+    );
+    let logged = std::fs::read_to_string(&log).unwrap();
+    for secret in [TOKEN_SECRET, PASSWORD, &basic_value[6..]] {
+        for (what, text) in [
+            ("GET", read.to_string()),
+            ("the list", list.to_string()),
+            ("the attempt log", attempts.to_string()),
+            ("the log", logged.clone()),
+        ] {
+            assert!(!text.contains(secret), "{what} shows {secret}");
+        }
+    }
+}
+
+on_both_backends!(
+    each_operator_takes_one_event_and_refuses_another,
+    a_filter_change_applies_to_later_events_and_a_bad_one_changes_nothing,
+    headers_and_auth_go_on_every_attempt_and_the_probe_and_secrets_stay_hidden,
+);
