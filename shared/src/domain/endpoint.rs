@@ -15,6 +15,8 @@ use super::{ContentFilter, Invalid};
 
 /// The most static headers a subscription has.
 pub const MAX_HEADERS: usize = 20;
+/// The longest header name, in bytes.
+pub const MAX_HEADER_NAME: usize = 256;
 /// The longest header value, in bytes.
 pub const MAX_HEADER_VALUE: usize = 1024;
 /// The longest username, password or token, in bytes.
@@ -134,8 +136,10 @@ pub fn parse_headers(map: &BTreeMap<String, String>) -> Result<BTreeMap<String, 
     let token = |c: u8| c.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&c);
     let mut seen = std::collections::BTreeSet::new();
     for (name, value) in map {
-        if name.is_empty() || !name.bytes().all(token) {
-            return Err(Invalid(format!("`{name}` is not an HTTP header name")));
+        if name.is_empty() || name.len() > MAX_HEADER_NAME || !name.bytes().all(token) {
+            return Err(Invalid(format!(
+                "`{name}` is not an HTTP header name of at most {MAX_HEADER_NAME} bytes"
+            )));
         }
         let lower = name.to_ascii_lowercase();
         if RESERVED.contains(&lower.as_str())
@@ -262,6 +266,7 @@ mod tests {
             ("te", "x"),
             ("bad name", "x"),
             ("", "x"),
+            (&"n".repeat(MAX_HEADER_NAME + 1), "x"),
             ("x-a", "caf\u{e9}"),
             ("x-a", "line\nbreak"),
             ("x-a", " padded"),
