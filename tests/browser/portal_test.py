@@ -4,7 +4,9 @@ Starts `hooklane serve` (the debug build the test command made) on a free
 loopback port with a receiver beside it, mints portal links through the
 API, and drives Debian's Chromium through Playwright: create an endpoint,
 publish an event and see its delivery and attempt, replay a dead letter,
-rotate and reveal a secret, re-enable a suspended endpoint, and check that
+rotate and reveal a secret, set a content filter, a header and a bearer
+token (never shown back) and see them at work, send a test event and
+start a recovery, re-enable a suspended endpoint, and check that
 a read-only session has no write controls and its writes are refused, that
 an expired session says so and stops, and that a receiver's response
 holding `<script>` and `<img onerror>` shows as text and nothing runs.
@@ -51,10 +53,18 @@ class Receiver(BaseHTTPRequestHandler):
 
     healed = threading.Event()
     seen = []
+    # (path, authorization header, x-api-key header, JSON body) of each
+    received = []
 
     def do_POST(self):
-        self.rfile.read(int(self.headers.get("content-length", 0)))
+        body = self.rfile.read(int(self.headers.get("content-length", 0)))
         Receiver.seen.append(self.path)
+        try:
+            doc = json.loads(body)
+        except ValueError:
+            doc = None
+        Receiver.received.append((self.path, self.headers.get("authorization"),
+                                  self.headers.get("x-api-key"), doc))
         if self.path == "/hostile":
             body = HOSTILE.encode()
             self.send_response(500)
@@ -149,6 +159,46 @@ def start_server(workdir, backend):
     return proc, api
 
 
+TOKEN_SECRET = "portal-bearer-never-shown"
+
+
+def ok_requests(kind=None):
+    return [r for r in Receiver.received if r[0] == "/ok" and (kind is None or (r[3] or {}).get("type") == kind)]
+
+
+def endpoint_options(page, shots, api, tenant):
+    """On the /ok endpoint's page: a filter, a header and a bearer token set
+    through the edit form, shown back without the token, and at work; then
+    a test event and a recovery from the Tools section."""
+    page.fill("#filter", '{"data": {"total": {"$gte": 100}}}')
+    page.fill("#headers", "X-Api-Key: k_portal_1")
+    page.select_option("#auth-type", "bearer")
+    page.fill("#auth-secret", TOKEN_SECRET)
+    page.click("button:text('Save')")
+    expect(page.locator("#notice")).to_contain_text("Saved")
+    expect(page.locator("main")).to_contain_text("Authorization: bearer")
+    expect(page.locator("#filter-view")).to_contain_text('"$gte": 100')
+    assert TOKEN_SECRET not in page.content(), "the token is shown back"
+    assert page.input_value("#auth-secret") == "", "the token is put back in its field"
+    before = len(ok_requests("order.paid"))
+    api.ok("POST", f"/v1/tenants/{tenant}/events", {"type": "order.paid", "data": {"total": 7}})
+    api.ok("POST", f"/v1/tenants/{tenant}/events", {"type": "order.paid", "data": {"total": 700}})
+    api.wait("the filtered delivery", lambda: len(ok_requests("order.paid")) > before)
+    page.click("#send-test")
+    expect(page.locator("#notice")).to_contain_text("Test event evt_")
+    api.wait("the test event", lambda: ok_requests("webhook.test"))
+    time.sleep(0.5)
+    paid = ok_requests("order.paid")[before:]
+    assert [r[3]["data"]["total"] for r in paid] == [700], f"the filter let through {paid}"
+    for r in paid + ok_requests("webhook.test"):
+        assert r[1] == f"Bearer {TOKEN_SECRET}" and r[2] == "k_portal_1", f"sent without them: {r[:3]}"
+    page.click("#recover")
+    expect(page.locator("#notice")).to_contain_text("Recovering:")
+    page.reload()
+    expect(page.locator("#tools")).to_be_visible()
+    page.screenshot(path=f"{shots}/endpoint-options.png", full_page=True)
+
+
 def session_link(api, tenant, read_only):
     return api.ok("POST", f"/v1/tenants/{tenant}/portal-sessions", {"read_only": read_only})["url"]
 
@@ -204,6 +254,8 @@ def run(shots, api, receiver_base):
         page.click("button:text('Reveal')")
         expect(page.locator("#secret")).to_have_text(rotated)
 
+        endpoint_options(page, shots, api, tenant)
+
         # The event and its delivery.
         page.goto(page.url.split("#")[0] + "#/events")
         expect(page.get_by_role("heading", name="Events")).to_be_visible()
@@ -253,7 +305,7 @@ def run(shots, api, receiver_base):
         ro.screenshot(path=f"{shots}/read-only-phone.png", full_page=True)
         ro.goto(ro.url.split("#")[0] + f"#/endpoints/{hostile['id']}")
         expect(ro.locator("#attempts")).to_be_visible()
-        for label in ("Rotate", "Reveal", "Delete endpoint", "Save"):
+        for label in ("Rotate", "Reveal", "Delete endpoint", "Save", "Send test event", "Recover"):
             assert ro.locator(f"button:text('{label}')").count() == 0, f"read-only shows {label}"
         status = ro.evaluate("""async (tenant) => {
             const token = sessionStorage.getItem('hooklane.session');

@@ -296,11 +296,19 @@ async fn headers_and_auth_go_on_every_attempt_and_the_probe_and_secrets_stay_hid
         "headers": {"X-Api-Key": "k_live_1", "X-Team": "billing ops"},
         "auth": {"type": "bearer", "token": TOKEN_SECRET},
     });
+    let (_, list) = server
+        .call("GET", "/v1/tenants/acme/subscriptions", None)
+        .await;
+    assert_eq!(list["items"], json!([]), "nothing stored");
     let sub = subscribe(&server, &rx.url("gw"), &["*"], options).await;
     let path = format!("/v1/tenants/acme/subscriptions/{sub}");
     let (_, read) = server.call("GET", &path, None).await;
     assert_eq!(read["auth"], json!({"type": "bearer"}));
     assert_eq!(read["headers"]["X-Api-Key"], "k_live_1");
+    let refused = json!({"headers": {"Host": "evil"}, "auth": null});
+    let (status, problem) = server.call("PATCH", &path, Some(refused)).await;
+    assert_eq!((status, &problem["field"]), (422, &json!("headers")));
+    assert_eq!(server.call("GET", &path, None).await.1, read, "unchanged");
 
     // Two attempts of one delivery (parked), then the next one's first:
     // suspended. The probe of `enable` carries them too.

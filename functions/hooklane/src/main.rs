@@ -40,9 +40,24 @@ struct Cli {
     command: Command,
 }
 
+/// What `serve --help` adds after its options: the endpoint options a
+/// subscription takes, each with an example (README: "Endpoint options").
+const ENDPOINT_OPTIONS: &str = "\
+Endpoint options (members of POST/PATCH /v1/tenants/{tenant}/subscriptions):
+  filter   a content filter on the event's type and data, checked at fan-out:
+             {\"data\": {\"amount\": {\"$gte\": 1000}, \"currency\": {\"$in\": [\"usd\", \"eur\"]}}}
+           operators $eq $neq $gt $gte $lt $lte $in $nin $exists $prefix $and $or $not
+  headers  up to 20 static headers on every attempt: {\"X-Api-Key\": \"k_live_51H8\"}
+  auth     Authorization on every attempt, never shown back:
+             {\"type\": \"bearer\", \"token\": \"…\"} or {\"type\": \"basic\", \"username\": \"…\", \"password\": \"…\"}
+Endpoint tools:
+  POST …/subscriptions/{id}/test     {\"event_type\": \"webhook.test\", \"data\": {}} (both optional)
+  POST …/subscriptions/{id}/recover  {\"since\": \"2026-12-05T00:00:00Z\", \"until\": \"…\"} (until optional)";
+
 #[derive(Subcommand)]
 enum Command {
     /// Serve the API and run the delivery workers over embedded SQLite.
+    #[command(after_help = ENDPOINT_OPTIONS)]
     Serve {
         /// Address to listen on.
         #[arg(long, env = "HOOKLANE_LISTEN", default_value = "127.0.0.1:8080")]

@@ -15,6 +15,7 @@ use super::AppState;
 
 const INDEX: &str = include_str!("portal/index.html");
 const SCRIPT: &str = include_str!("portal/portal.js");
+const OPTIONS_SCRIPT: &str = include_str!("portal/options.js");
 const STYLE: &str = include_str!("portal/portal.css");
 
 /// The policy of every portal response, with who may frame it.
@@ -61,6 +62,12 @@ pub(super) fn routes() -> Router<AppState> {
             "/portal/portal.js",
             get(|State(s): State<AppState>| async move {
                 asset(&s, "text/javascript; charset=utf-8", SCRIPT)
+            }),
+        )
+        .route(
+            "/portal/options.js",
+            get(|State(s): State<AppState>| async move {
+                asset(&s, "text/javascript; charset=utf-8", OPTIONS_SCRIPT)
             }),
         )
         .route(

@@ -4,7 +4,10 @@
 use time::{Duration, OffsetDateTime};
 
 use super::{attempt, event, new_delivery, subscription, tenant, Harness};
-use crate::domain::{Event, Health, LaneCount, PreviousSecret, RateLimit, Retake, Subscription};
+use crate::domain::{
+    ArchivePosition, BackfillJob, ContentFilter, EndpointAuth, EndpointOptions, Event, Health,
+    LaneCount, PreviousSecret, RateLimit, Retake, Subscription,
+};
 use crate::engine::Ports;
 use crate::ports::{End, Finish, NewDelivery};
 use crate::record::SubscriptionRecord;
@@ -154,6 +157,16 @@ pub async fn a_subscription_reads_back_field_for_field(h: &dyn Harness) {
     };
     sub.lanes = LaneCount::parse(8).expect("lanes");
     sub.rate_limit = Some(RateLimit::parse(40).expect("rate"));
+    sub.options = EndpointOptions {
+        filter: Some(
+            ContentFilter::parse(r#"{"data":{"n":{"$gt":18446744073709551616}}}"#).expect("filter"),
+        ),
+        headers: [("X-Api-Key".to_owned(), "k 1".to_owned())].into(),
+        auth: Some(EndpointAuth::Basic {
+            username: "hook".into(),
+            password: "pw".into(),
+        }),
+    };
     ports.subscriptions.insert(&sub).await.expect("insert");
     reads_back_as(&ports, &sub, "as inserted").await;
 
@@ -164,6 +177,34 @@ pub async fn a_subscription_reads_back_field_for_field(h: &dyn Harness) {
     sub.updated_at = at(5);
     sub.lanes = LaneCount::parse(256).expect("lanes");
     sub.rate_limit = None;
+    sub.options = EndpointOptions::default();
     assert!(ports.subscriptions.update(&sub).await.expect("update"));
     reads_back_as(&ports, &sub, "as updated").await;
+}
+
+/// A backfill replaced by another (a recovery) is not moved on or ended by
+/// a pass of the one it replaced.
+pub async fn a_replaced_backfill_is_left_to_its_replacement(h: &dyn Harness) {
+    let ports = h.ports();
+    let t = tenant("a");
+    let sub = subscription(&t, &["*"]);
+    let at = |ms: i64| crate::record::from_ms(ms);
+    let job = |started: i64| BackfillJob {
+        tenant: t.clone(),
+        subscription_id: sub.id.clone(),
+        after: ArchivePosition::before(at(1_000)),
+        until: at(9_000),
+        started_at: at(started),
+    };
+    let (old, new) = (job(5_000), job(6_000));
+    ports.backfills.start(&old).await.expect("start");
+    ports.backfills.start(&new).await.expect("replace");
+    let mut moved = old.clone();
+    moved.after = ArchivePosition::before(at(8_000));
+    ports.backfills.save(&moved).await.expect("save");
+    ports.backfills.end(&old).await.expect("end");
+    let kept = ports.backfills.load(&t, &sub.id).await.expect("load");
+    assert_eq!(kept, Some(new.clone()), "the replacement, where it started");
+    ports.backfills.end(&new).await.expect("end");
+    assert_eq!(ports.backfills.load(&t, &sub.id).await.expect("load"), None);
 }

@@ -117,8 +117,8 @@ impl Backfills for CountingFailing {
     async fn save(&self, job: &BackfillJob) -> StoreResult<()> {
         self.store.save(job).await
     }
-    async fn end(&self, t: &TenantId, s: &SubscriptionId) -> StoreResult<()> {
-        Backfills::end(&self.store, t, s).await
+    async fn end(&self, job: &BackfillJob) -> StoreResult<()> {
+        Backfills::end(&self.store, job).await
     }
     async fn waiting(&self, sub: &Subscription) -> StoreResult<u64> {
         self.store.waiting(sub).await

@@ -212,7 +212,7 @@ impl Engine {
         let sub = match self.ports.subscriptions.get(tenant, sub_id).await? {
             Some(sub) if sub.status == SubscriptionStatus::Active => sub,
             _ => {
-                backfills.end(tenant, sub_id).await?;
+                backfills.end(&job).await?;
                 return Ok(BackfillPass::OVER);
             }
         };
@@ -224,7 +224,7 @@ impl Engine {
         let budget = (per_pass.ceil() as usize).max(1);
         let (queued, done) = self.backfill_window(&sub, &mut job, budget).await?;
         if done {
-            backfills.end(tenant, sub_id).await?;
+            backfills.end(&job).await?;
             info!(subscription_id = sub_id.as_str(), "backfill finished");
         } else {
             backfills.save(&job).await?;

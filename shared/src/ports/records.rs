@@ -58,10 +58,11 @@ pub trait Backfills: Send + Sync {
         tenant: &TenantId,
         sub: &SubscriptionId,
     ) -> StoreResult<Option<BackfillJob>>;
-    /// Saves how far a backfill got.
+    /// Saves how far a backfill got, unless another has replaced it (a
+    /// job is known by its subscription and `started_at`).
     async fn save(&self, job: &BackfillJob) -> StoreResult<()>;
-    /// Ends a backfill.
-    async fn end(&self, tenant: &TenantId, sub: &SubscriptionId) -> StoreResult<()>;
+    /// Ends a backfill, unless another has replaced it.
+    async fn end(&self, job: &BackfillJob) -> StoreResult<()>;
     /// How many deliveries wait for a subscription (for the suspension
     /// notice; at least those the store can count cheaply).
     async fn waiting(&self, sub: &Subscription) -> StoreResult<u64>;

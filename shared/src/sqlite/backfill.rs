@@ -79,25 +79,32 @@ impl Backfills for SqliteStore {
         let job = job.clone();
         self.write_relaxed(move |conn| {
             conn.prepare_cached(
-                "UPDATE backfill_jobs SET cursor_at = ?2, cursor_id = ?3 WHERE subscription_id = ?1",
+                "UPDATE backfill_jobs SET cursor_at = ?2, cursor_id = ?3 \
+                 WHERE subscription_id = ?1 AND started_at = ?4",
             )?
             .execute(params![
                 job.subscription_id.as_str(),
                 ms(job.after.at),
-                job.after.id
+                job.after.id,
+                ms(job.started_at)
             ])
             .map(|_| ())
         })
         .await
     }
 
-    async fn end(&self, tenant: &TenantId, sub: &SubscriptionId) -> StoreResult<()> {
-        let (tenant, sub) = (tenant.clone(), sub.clone());
+    async fn end(&self, job: &BackfillJob) -> StoreResult<()> {
+        let job = job.clone();
         self.write(move |conn| {
             conn.prepare_cached(
-                "DELETE FROM backfill_jobs WHERE subscription_id = ?1 AND tenant = ?2",
+                "DELETE FROM backfill_jobs WHERE subscription_id = ?1 AND tenant = ?2 \
+                 AND started_at = ?3",
             )?
-            .execute(params![sub.as_str(), tenant.as_str()])
+            .execute(params![
+                job.subscription_id.as_str(),
+                job.tenant.as_str(),
+                ms(job.started_at)
+            ])
             .map(|_| ())
         })
         .await

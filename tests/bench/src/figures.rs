@@ -29,12 +29,27 @@ async fn subscribe_many(
     url: impl Fn(usize) -> String,
     ty: impl Fn(usize) -> String,
 ) -> anyhow::Result<()> {
+    subscribe_many_with(
+        api,
+        n,
+        |k| serde_json::json!({"url": url(k), "event_types": [ty(k)]}),
+    )
+    .await
+}
+
+/// Registers `n` subscriptions, the `k`th from the request body `body(k)`,
+/// 16 at a time.
+async fn subscribe_many_with(
+    api: &Api,
+    n: usize,
+    body: impl Fn(usize) -> serde_json::Value,
+) -> anyhow::Result<()> {
     let mut i = 0;
     while i < n {
         let batch: Vec<_> = (i..(i + 16).min(n))
             .map(|k| {
-                let (api, url, ty) = (api.clone(), url(k), ty(k));
-                tokio::spawn(async move { api.subscribe(&url, &[ty.as_str()]).await })
+                let (api, body) = (api.clone(), body(k));
+                tokio::spawn(async move { api.subscribe_with(body).await })
             })
             .collect();
         for t in batch {
@@ -303,14 +318,16 @@ async fn wait_metric(api: &Api, name: &str, want: u64) -> bool {
 
 /// Figure 4: one event to `subs` subscriptions: seconds until every
 /// delivery is enqueued, and until every one has arrived.
-pub async fn fan_out(bin: &str, subs: usize) -> anyhow::Result<(f64, f64)> {
+pub async fn fan_out(bin: &str, subs: usize, filtered: bool) -> anyhow::Result<(f64, f64)> {
     let (addr, seen, _serve, api) = setup(bin, &[]).await?;
-    subscribe_many(
-        &api,
-        subs,
-        |i| format!("http://{addr}/ok/{i}"),
-        |_| "fan.*".into(),
-    )
+    // With `filtered`, each subscription has a content filter on the
+    // event's data that the event passes: every delivery is still made,
+    // after one filter each.
+    let filter = filtered.then(|| serde_json::json!({"data": {"blob": {"$prefix": "x"}}}));
+    subscribe_many_with(&api, subs, |i| {
+        serde_json::json!({"url": format!("http://{addr}/ok/{i}"), "event_types": ["fan.*"],
+                           "filter": filter})
+    })
     .await?;
     let start = Instant::now();
     api.publish("fan-1", "fan.out", &kib_payload()).await?;

@@ -67,6 +67,9 @@ enum Figure {
     Fanout {
         #[arg(long, default_value_t = 10_000)]
         subs: usize,
+        /// Each subscription with a content filter the event passes.
+        #[arg(long)]
+        filtered: bool,
         /// Runs (median and min–max reported).
         #[arg(long, default_value_t = 3)]
         runs: usize,
@@ -288,15 +291,20 @@ async fn main() -> anyhow::Result<()> {
                 steady.len()
             );
         }
-        Figure::Fanout { subs, runs } => {
+        Figure::Fanout {
+            subs,
+            filtered,
+            runs,
+        } => {
             let (mut enq, mut all) = repeat2(runs, || async move {
-                let (e, a) = figures::fan_out(bin, subs).await?;
+                let (e, a) = figures::fan_out(bin, subs, filtered).await?;
                 println!("  run to {subs}   enqueued in {e:.3} s   all arrived in {a:.3} s");
                 Ok((e, a))
             })
             .await?;
+            let filtered = if filtered { " (filtered)" } else { "" };
             println!(
-                "fan-out to {subs}   enqueued in {} s   all arrived in {} s   (runs={})",
+                "fan-out to {subs}{filtered}   enqueued in {} s   all arrived in {} s   (runs={})",
                 summary(&mut enq, 3),
                 summary(&mut all, 3),
                 enq.len()

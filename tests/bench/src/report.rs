@@ -272,7 +272,7 @@ async fn run_once(bin: &str, s: &Sizes, want: &Wanted<'_>, out: &mut [Vec<Result
     }
     if want.has("4") {
         out[5].push(
-            figures::fan_out(bin, s.fan_out)
+            figures::fan_out(bin, s.fan_out, false)
                 .await
                 .map(|(enq, _)| enq)
                 .map_err(err),

@@ -15,9 +15,23 @@ use hooklane_core::record::ms;
 use super::items::backfill::job_of;
 use super::items::keys::{job_pk, sub_sk, tenant_pk, JOB_SK};
 use super::items::lanes::{spilled_total, spilling_lanes};
-use super::{backend, readable};
+use super::{backend, is_condition_failed, readable};
 use crate::messages::{dedup_id, BackfillMessage, FanOutMessage};
 use crate::{number_attr, string_attr};
+
+/// A job's write refused because another job replaced it (or it ended):
+/// nothing to do.
+fn replaced<E, R>(e: aws_sdk_dynamodb::error::SdkError<E, R>) -> StoreResult<()>
+where
+    E: aws_sdk_dynamodb::error::ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug + Send + Sync + 'static,
+{
+    if is_condition_failed(&e) {
+        Ok(())
+    } else {
+        Err(backend(e))
+    }
+}
 
 super::table::table_port!(
     /// Backfill jobs on DynamoDB and their messages on the ingest queue.
@@ -116,25 +130,28 @@ impl Backfills for AwsBackfills {
             .key("pk", string_attr(job_pk(&job.subscription_id)))
             .key("sk", string_attr(JOB_SK))
             .update_expression("SET after_at = :at, after_id = :id")
-            .condition_expression("attribute_exists(pk)")
+            .condition_expression("started = :started")
             .expression_attribute_values(":at", number_attr(ms(job.after.at)))
             .expression_attribute_values(":id", string_attr(job.after.id.clone()))
+            .expression_attribute_values(":started", number_attr(ms(job.started_at)))
             .send()
             .await
             .map(|_| ())
-            .map_err(backend)
+            .or_else(replaced)
     }
 
-    async fn end(&self, _tenant: &TenantId, sub: &SubscriptionId) -> StoreResult<()> {
+    async fn end(&self, job: &BackfillJob) -> StoreResult<()> {
         self.ddb
             .delete_item()
             .table_name(&self.settings.table)
-            .key("pk", string_attr(job_pk(sub)))
+            .key("pk", string_attr(job_pk(&job.subscription_id)))
             .key("sk", string_attr(JOB_SK))
+            .condition_expression("started = :started")
+            .expression_attribute_values(":started", number_attr(ms(job.started_at)))
             .send()
             .await
             .map(|_| ())
-            .map_err(backend)
+            .or_else(replaced)
     }
 
     async fn waiting(&self, sub: &Subscription) -> StoreResult<u64> {

@@ -142,6 +142,7 @@ function endpointFields(sub) {
         el("input", { id: "lanes", name: "lanes", type: "number", min: 1, max: 256, value: sub ? sub.lanes : 1 })),
       el("div", {}, el("label", { for: "rate" }, "Rate limit (per second, empty: none)"),
         el("input", { id: "rate", name: "rate", type: "number", min: 1, max: 10000, value: (sub && sub.rate_limit) || "" }))),
+    ...optionFields(sub),
   ];
 }
 
@@ -170,9 +171,11 @@ async function endpointsPage() {
     el("h2", {}, "Add an endpoint"), ...endpointFields(null), el("button", { type: "submit" }, "Add endpoint"));
   create.addEventListener("submit", (ev) => {
     ev.preventDefault();
-    const body = endpointBody(create);
-    if (!body.description) delete body.description;
-    act(() => api("POST", "/subscriptions", body), "Endpoint added.");
+    act(() => {
+      const body = optionsBody(create, endpointBody(create), null);
+      if (!body.description) delete body.description;
+      return api("POST", "/subscriptions", body);
+    }, "Endpoint added.");
   });
   show(el("h1", {}, "Endpoints"),
     el("div", { class: "table" }, el("table", {},
@@ -222,9 +225,11 @@ function endpointActions(sub, id) {
     el("button", { type: "submit" }, "Save"));
   edit.addEventListener("submit", (ev) => {
     ev.preventDefault();
-    const body = endpointBody(edit);
-    if (!body.description) delete body.description;
-    act(() => api("PATCH", `/subscriptions/${id}`, body), "Saved.");
+    act(() => {
+      const body = optionsBody(edit, endpointBody(edit), sub);
+      if (!body.description) delete body.description;
+      return api("PATCH", `/subscriptions/${id}`, body);
+    }, "Saved.");
   });
   const remove = () => {
     if (confirm(`Delete the endpoint ${sub.url}? Nothing more is sent to it.`)) {
@@ -262,8 +267,10 @@ async function endpointPage(id) {
       el("p", {}, "Status: ", statusCell(sub), ` · lanes ${sub.lanes} · `, sub.rate_limit ? `${sub.rate_limit}/s` : "no rate limit"),
       el("p", {}, "Event types: ", sub.event_types.join(", ")),
       sub.description ? el("p", {}, sub.description) : null,
+      ...optionsView(sub),
       el("p", {}, "Health: ", health(sub), h.last_error ? ` · last error: ${h.last_error}` : "")),
     ...suspended(sub, id),
+    ...writable(...endpointTools(sub, id)),
     el("h2", {}, "Recent attempts"), ...chart(attempts.items), ...attemptLog(id, attempts),
     ...writable(...endpointActions(sub, id)));
 }

@@ -15,7 +15,8 @@ use super::super::Outcome;
 use super::Deliver;
 
 /// Parks a delivery that cannot be read (its message or its record) with
-/// the reason; the message goes back if even that fails.
+/// the reason (counted with the other parks, `Parked`); the message goes
+/// back if even that fails.
 pub(super) async fn park_unreadable(
     ctx: &Deliver,
     m: &SqsMessage,
@@ -34,7 +35,10 @@ pub(super) async fn park_unreadable(
         .park_unreadable(key, body, &group, why)
         .await
     {
-        Ok(()) => Outcome::Done,
+        Ok(()) => {
+            ctx.engine.metrics.parked.inc();
+            Outcome::Done
+        }
         Err(e) => {
             error!(error = %Chain(&e), "parking an unreadable delivery failed");
             Outcome::Poison
