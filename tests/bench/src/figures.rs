@@ -325,8 +325,12 @@ pub async fn fan_out(bin: &str, subs: usize, filtered: bool) -> anyhow::Result<(
     // after one filter each.
     let filter = filtered.then(|| serde_json::json!({"data": {"blob": {"$prefix": "x"}}}));
     subscribe_many_with(&api, subs, |i| {
-        serde_json::json!({"url": format!("http://{addr}/ok/{i}"), "event_types": ["fan.*"],
-                           "filter": filter})
+        let mut body =
+            serde_json::json!({"url": format!("http://{addr}/ok/{i}"), "event_types": ["fan.*"]});
+        if let Some(f) = &filter {
+            body["filter"] = f.clone();
+        }
+        body
     })
     .await?;
     let start = Instant::now();
