@@ -304,6 +304,20 @@ impl Server {
         (status, resp.json().await.unwrap_or(Value::Null))
     }
 
+    /// Reads the subscription at `path` until its `status` is `want`, for
+    /// up to 30 s; returns the last status read.
+    pub async fn status_of(&self, path: &str, want: &str) -> Value {
+        let mut status = Value::Null;
+        for _ in 0..300 {
+            status = self.call("GET", path, None).await.1["status"].clone();
+            if status == want {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        status
+    }
+
     /// Publishes an event written as JSON text; returns its id.
     pub async fn publish_text(&self, tenant: &str, body: &str) -> String {
         let path = format!("/v1/tenants/{tenant}/events");

@@ -161,14 +161,7 @@ async fn a_recovery_redelivers_exactly_what_was_missed_in_its_window_in_order(ba
         publish(&server, &format!("p{i}")).await;
         assert!(eventually(WAIT, || rx.count("r") == 11 + i).await);
     }
-    let mut status = Value::Null;
-    for _ in 0..300 {
-        status = server.call("GET", &path, None).await.1["status"].clone();
-        if status == "suspended" {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let status = server.status_of(&path, "suspended").await;
     assert_eq!(status, "suspended", "ten failed deliveries in a row");
     let mut until = String::new();
     for i in 1..=10 {

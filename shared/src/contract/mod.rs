@@ -4,10 +4,12 @@
 //! tenant, so one store can run them all.
 
 mod access;
+mod filters;
 mod rules;
 mod storage;
 
 pub use access::*;
+pub use filters::*;
 pub use rules::*;
 pub use storage::*;
 

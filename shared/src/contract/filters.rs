@@ -1,0 +1,89 @@
+//! The content filter's operators, each with the `data` of an event it
+//! takes and of one it refuses: one table for the filter's unit tests and
+//! the end-to-end tests of both backends.
+
+/// (filter, `data` it takes, `data` it refuses), one or more per operator.
+pub const FILTER_CASES: &[(&str, &str, &str)] = &[
+    (r#"{"data":{"a":5}}"#, r#"{"a":5.0}"#, r#"{"a":6}"#),
+    (
+        r#"{"data":{"a":{"$eq":"x"}}}"#,
+        r#"{"a":"x"}"#,
+        r#"{"a":"y"}"#,
+    ),
+    (
+        r#"{"data":{"a":{"$neq":"x"}}}"#,
+        r#"{"b":1}"#,
+        r#"{"a":"x"}"#,
+    ),
+    (r#"{"data":{"a":{"$gt":10}}}"#, r#"{"a":11}"#, r#"{"a":10}"#),
+    (
+        r#"{"data":{"a":{"$gte":1000}}}"#,
+        r#"{"a":1e3}"#,
+        r#"{"a":"5000"}"#,
+    ),
+    (
+        r#"{"data":{"a":{"$lt":"m"}}}"#,
+        r#"{"a":"l"}"#,
+        r#"{"a":"n"}"#,
+    ),
+    (
+        r#"{"data":{"a":{"$lte":0}}}"#,
+        r#"{"a":-0.0}"#,
+        r#"{"a":0.5}"#,
+    ),
+    (
+        r#"{"data":{"a":{"$in":["usd","eur"]}}}"#,
+        r#"{"a":"eur"}"#,
+        r#"{"a":"gbp"}"#,
+    ),
+    (
+        r#"{"data":{"a":{"$nin":[1,2]}}}"#,
+        r#"{"a":3}"#,
+        r#"{"a":2.0}"#,
+    ),
+    (
+        r#"{"data":{"a":{"$exists":true}}}"#,
+        r#"{"a":null}"#,
+        r#"{"b":1}"#,
+    ),
+    (
+        r#"{"data":{"a":{"$exists":false}}}"#,
+        r#"{"b":1}"#,
+        r#"{"a":null}"#,
+    ),
+    (
+        r#"{"data":{"a":{"$prefix":"in_"}}}"#,
+        r#"{"a":"in_1"}"#,
+        r#"{"a":"out_1"}"#,
+    ),
+    (
+        r#"{"$and":[{"data":{"a":1}},{"data":{"b":2}}]}"#,
+        r#"{"a":1,"b":2}"#,
+        r#"{"a":1,"b":3}"#,
+    ),
+    (
+        r#"{"data":{"$or":[{"a":1},{"b":2}]}}"#,
+        r#"{"a":0,"b":2}"#,
+        r#"{"a":0,"b":0}"#,
+    ),
+    (
+        r#"{"data":{"a":{"$not":{"$gt":5}}}}"#,
+        r#"{"a":5}"#,
+        r#"{"a":6}"#,
+    ),
+    (
+        r#"{"data":{"a":[1,{"b":2}]}}"#,
+        r#"{"a":[1.0,{"b":2}]}"#,
+        r#"{"a":[{"b":2},1]}"#,
+    ),
+    (
+        r#"{"data":{"c":{"d":true}}}"#,
+        r#"{"c":{"d":true,"e":1}}"#,
+        r#"{"c":{"d":false}}"#,
+    ),
+    (
+        r#"{"data":{"n":{"$gt":18446744073709551616}}}"#,
+        r#"{"n":18446744073709551617}"#,
+        r#"{"n":18446744073709551616}"#,
+    ),
+];
