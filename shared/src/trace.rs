@@ -11,9 +11,10 @@
 //! (one request to a receiver, which carries the attempt span's own
 //! `traceparent`). Each names its tenant, and its event, subscription and
 //! attempt where it has one. The publish span's `traceparent` is stored
-//! with each event it accepted ([`Event::traceparent`]), so the event's
-//! fan-out and every attempt join the publish's trace, whichever process
-//! or Lambda function runs them and however much later.
+//! with each event it accepted ([`Event::traceparent`]), so every attempt
+//! joins the publish's trace, whichever process or Lambda function runs
+//! it and however much later; a fan-out span is a child of its run's first
+//! event's publish, with links to the other events' publishes.
 //!
 //! Off, every function here returns at its first branch (a disabled span,
 //! no header): tracing costs one load of a flag per span.
@@ -22,6 +23,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
 use opentelemetry::propagation::{Extractor, TextMapPropagator};
+use opentelemetry::trace::TraceContextExt as _;
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::SdkTracerProvider;
@@ -158,18 +160,25 @@ pub fn traceparent_of(span: &Span) -> Option<String> {
     carrier.remove("traceparent")
 }
 
+/// The context a `traceparent` names.
+fn context_of(traceparent: &str) -> opentelemetry::Context {
+    let carrier =
+        std::collections::HashMap::from([("traceparent".to_owned(), traceparent.to_owned())]);
+    TraceContextPropagator::new().extract(&carrier)
+}
+
 /// Makes `span` a child of the span `traceparent` names (an event's
 /// publish), when there is one; before the span is entered.
 fn child_of(span: Span, traceparent: Option<&str>) -> Span {
     if let Some(t) = traceparent {
-        let carrier = std::collections::HashMap::from([("traceparent".to_owned(), t.to_owned())]);
-        let _ = span.set_parent(TraceContextPropagator::new().extract(&carrier));
+        let _ = span.set_parent(context_of(t));
     }
     span
 }
 
 /// The span of fanning out a run of events, named by the first one's
-/// tenant and id (the embedded worker's runs can hold several tenants').
+/// tenant and id (the embedded worker's runs can hold several tenants'):
+/// a child of the first one's publish, linked to the other publishes.
 pub fn fan_out(events: &[Event]) -> Span {
     let Some(first) = events.first().filter(|_| enabled()) else {
         return Span::none();
@@ -180,7 +189,15 @@ pub fn fan_out(events: &[Event]) -> Span {
         event_id = first.id.as_str(),
         events = events.len()
     );
-    child_of(span, first.traceparent.as_deref())
+    let span = child_of(span, first.traceparent.as_deref());
+    let mut linked = std::collections::HashSet::new();
+    linked.insert(first.traceparent.as_deref());
+    for t in events.iter().map(|e| e.traceparent.as_deref()) {
+        if let (Some(t), true) = (t, linked.insert(t)) {
+            span.add_link(context_of(t).span().span_context().clone());
+        }
+    }
+    span
 }
 
 /// The span of one attempt of a delivery of `event`, in its publish's

@@ -186,6 +186,9 @@ fn op(name: &str, operand: &Json) -> Result<Op, Invalid> {
 impl Node {
     fn matches(&self, value: Option<&Json>) -> bool {
         match self {
+            // A missing path matches no object (`{}` included); each member
+            // of a present one is matched against its own path.
+            Self::Members(members) if members.is_empty() => value.is_some(),
             Self::Members(members) => members
                 .iter()
                 .all(|(k, n)| n.matches(value.and_then(|v| v.member(k)))),

@@ -39,6 +39,7 @@ fn a_missing_path_matches_only_exists_false_neq_nin_and_not() {
         (r#"{"data":{"a":{"$in":[null]}}}"#, false),
         (r#"{"data":{"a":{"b":1}}}"#, false),
         (r#"{"data":{"a":{"$prefix":""}}}"#, false),
+        (r#"{"data":{"a":{}}}"#, false),
     ] {
         assert_eq!(passes(filter, r#"{"z":1}"#), takes, "{filter}");
     }

@@ -113,16 +113,50 @@ impl EndpointAuth {
         }
     }
 
-    /// The secret, and the encoded credentials made of it, to be kept out
-    /// of what a receiver's answer puts in the attempt log.
-    pub fn secrets(&self) -> Vec<String> {
-        match self {
+    /// The secret, and the encoded credentials made of it, each as it is
+    /// and as JSON escapes it: what a receiver's answer may echo.
+    fn secret_forms(&self) -> Vec<String> {
+        let secrets = match self {
             Self::Basic { username, password } => vec![
                 base64::engine::general_purpose::STANDARD.encode(format!("{username}:{password}")),
                 password.clone(),
             ],
             Self::Bearer { token } => vec![token.clone()],
+        };
+        let mut forms = Vec::new();
+        for s in secrets {
+            let json = serde_json::to_string(&s).unwrap_or_default();
+            let json = json.trim_matches('"').to_owned();
+            forms.push(json.replace('/', "\\/"));
+            forms.push(json);
+            forms.push(s);
         }
+        forms.sort();
+        forms.dedup();
+        // Longest first: a form inside another is replaced with it.
+        forms.sort_by_key(|f| std::cmp::Reverse(f.len()));
+        forms
+    }
+
+    /// `excerpt` (the start of a receiver's answer, cut at 1 KiB) with the
+    /// secret replaced by `[redacted]` wherever it is echoed: whole, JSON
+    /// escaped, or begun at the end where the answer was cut.
+    pub fn redact(&self, excerpt: &str) -> String {
+        const REDACTED: &str = "[redacted]";
+        let forms = self.secret_forms();
+        let mut out = excerpt.to_owned();
+        for form in &forms {
+            out = out.replace(form.as_str(), REDACTED);
+        }
+        for form in &forms {
+            let cut = (3..form.len()).rev().find(|&n| out.ends_with(&form[..n]));
+            if let Some(n) = cut {
+                out.truncate(out.len() - n);
+                out.push_str(REDACTED);
+                break;
+            }
+        }
+        out
     }
 }
 
@@ -301,6 +335,31 @@ mod tests {
             EndpointAuth::parse(&serde_json::json!({"type": "bearer", "token": "tok"})).unwrap();
         assert_eq!(bearer.header_value(), "Bearer tok");
         assert_eq!(bearer.shown(), serde_json::json!({"type": "bearer"}));
+        // Echoed whole, JSON-escaped, or cut off at the excerpt's end.
+        let tricky = EndpointAuth::Bearer {
+            token: "a/b\"c-0123456789".into(),
+        };
+        for echo in [
+            "saw a/b\"c-0123456789 ok",
+            r#"{"seen":"a\/b\"c-0123456789"}"#,
+            r#"{"seen":"a/b\"c-0123456789"}"#,
+            "cut at a/b\"c-01",
+        ] {
+            let shown = tricky.redact(echo);
+            assert!(shown.contains("[redacted]"), "{echo} → {shown}");
+            assert!(!shown.contains("c-01"), "{echo} → {shown}");
+        }
+        assert_eq!(tricky.redact("nothing here"), "nothing here");
+        let long = "x".repeat(2000);
+        let shown = basic.redact("Basic aG9vazpzM2NyZXQ");
+        assert!(!shown.contains("aG9vazpzM2"), "{shown}");
+        assert_eq!(
+            EndpointAuth::Bearer {
+                token: long.clone()
+            }
+            .redact(&long[..1024]),
+            "[redacted]"
+        );
         for bad in [
             serde_json::json!({"type": "oauth2"}),
             serde_json::json!({"type": "basic", "username": "a:b", "password": "p"}),

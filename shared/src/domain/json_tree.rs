@@ -117,7 +117,12 @@ impl Decimal {
                 }
                 // Beyond ±10^15 every comparison this makes is decided by
                 // the sign of the exponent alone.
-                let magnitude: i64 = d.trim_start_matches('0').parse().unwrap_or(i64::MAX);
+                let significant = d.trim_start_matches('0');
+                let magnitude: i64 = if significant.is_empty() {
+                    0
+                } else {
+                    significant.parse().unwrap_or(i64::MAX)
+                };
                 let magnitude = magnitude.min(1_000_000_000_000_000);
                 if e.starts_with('-') {
                     -magnitude
@@ -190,6 +195,10 @@ mod tests {
         assert_eq!(n("1000"), n("1000.000"));
         assert_eq!(n("0.5"), n("5E-1"));
         assert_eq!(n("0"), n("-0.0"));
+        assert_eq!(n("1"), n("1e0"));
+        assert_eq!(n("5"), n("5E+00"));
+        assert_eq!(n("5"), n("5e-0"));
+        assert!(n("5e0") < n("1000"));
         assert!(n("18446744073709551617") > n("18446744073709551616"));
         assert!(n("-18446744073709551617") < n("-18446744073709551616"));
         assert!(n("0.1") > n("0.09999999999999999999"));

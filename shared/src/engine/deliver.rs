@@ -285,8 +285,12 @@ impl Engine {
             .map(|(k, v)| (Cow::Owned(k), v))
             .collect();
         headers.extend(signed.into_iter().map(|(k, v)| (Cow::Borrowed(k), v)));
-        // The attempt span's own, when traces are on.
-        headers.extend(crate::trace::traceparent().map(|t| (Cow::Borrowed("traceparent"), t)));
+        // The attempt span's own, when traces are on (in place of one the
+        // subscription's headers set).
+        if let Some(t) = crate::trace::traceparent() {
+            headers.retain(|(k, _)| !k.eq_ignore_ascii_case("traceparent"));
+            headers.push((Cow::Borrowed("traceparent"), t));
+        }
         let mut report = self
             .ports
             .sender
@@ -299,9 +303,7 @@ impl Engine {
         // A receiver that echoes its request does not put the endpoint's
         // credentials in the attempt log.
         if let (Some(auth), Some(excerpt)) = (&sub.options.auth, &mut report.excerpt) {
-            for secret in auth.secrets() {
-                *excerpt = excerpt.replace(&secret, "[redacted]");
-            }
+            *excerpt = auth.redact(excerpt);
         }
         report
     }

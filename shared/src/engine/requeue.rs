@@ -29,6 +29,9 @@ use crate::ports::{NewDelivery, StoreResult};
 
 /// Archived events one window read brings at most.
 const SCAN: usize = 200;
+/// Archived events one read of a recovery's count brings at most (the AWS
+/// archive reads the whole window on each read).
+const COUNT_SCAN: usize = 50_000;
 /// Window reads one pass makes at most (a pass that finds few events to
 /// take still ends, and the next pass goes on from there).
 const READS_PER_PASS: usize = 5;
@@ -155,22 +158,38 @@ impl Engine {
     }
 
     /// Recovers what `sub` missed of the window `since..=until`: a backfill
-    /// of it, paced from now. Answers how many events of the window the
-    /// subscription receives (read through once here; the backfill skips
-    /// those it got or that are pending).
+    /// of it, paced from now. A backfill in progress (after `enable`, or an
+    /// earlier recovery) is merged in: the job covers both windows, from
+    /// the earlier start. Answers how many events of the window the
+    /// subscription receives, read through once after the job started
+    /// (the backfill skips those it got or that are pending).
     pub async fn recover(
         &self,
         sub: &Subscription,
         since: OffsetDateTime,
         until: OffsetDateTime,
     ) -> StoreResult<u64> {
+        let backfills = &self.ports.backfills;
+        let mut job = BackfillJob {
+            tenant: sub.tenant.clone(),
+            subscription_id: sub.id.clone(),
+            after: ArchivePosition::before(since),
+            until,
+            started_at: self.ports.clock.now(),
+        };
+        if let Some(current) = backfills.load(&sub.tenant, &sub.id).await? {
+            job.after = job.after.min(current.after);
+            job.until = job.until.max(current.until);
+        }
+        backfills.start(&job).await?;
+        self.ports.wakeup.backfill();
         let mut receives = 0;
         let mut after = ArchivePosition::before(since);
         loop {
             let events = self
                 .ports
                 .events
-                .window(&sub.tenant, &after, until, SCAN)
+                .window(&sub.tenant, &after, until, COUNT_SCAN)
                 .await?;
             let Some(last) = events.last() else { break };
             after = last.position();
@@ -180,15 +199,6 @@ impl Engine {
                 }
             }
         }
-        let job = BackfillJob {
-            tenant: sub.tenant.clone(),
-            subscription_id: sub.id.clone(),
-            after: ArchivePosition::before(since),
-            until,
-            started_at: self.ports.clock.now(),
-        };
-        self.ports.backfills.start(&job).await?;
-        self.ports.wakeup.backfill();
         info!(
             subscription_id = sub.id.as_str(),
             receives, "recovery started"

@@ -225,7 +225,7 @@ impl AwsArchive {
             .table_name(&self.settings.table)
             .key_condition_expression("pk = :pk AND begins_with(sk, :e)")
             .filter_expression("created_at BETWEEN :since AND :until")
-            .projection_expression("pk, sk, id, #type, created_at, ordering_key")
+            .projection_expression("pk, sk, id, #type, created_at, ordering_key, only_for")
             .expression_attribute_names("#type", "type")
             .expression_attribute_values(":pk", string_attr(tenant_pk(tenant)))
             .expression_attribute_values(":e", string_attr("E#"))

@@ -29,7 +29,7 @@ function optionFields(sub) {
     el("label", { for: "filter" }, "Content filter (JSON on the event's type and data; empty: every event of its types)"),
     el("textarea", { id: "filter", name: "filter", rows: 3, spellcheck: "false",
       placeholder: '{"data": {"amount": {"$gte": 1000}}}' },
-    sub && sub.filter ? JSON.stringify(sub.filter) : ""),
+    filterText(sub)),
     el("label", { for: "headers" }, "Headers (one \"Name: value\" per line)"),
     el("textarea", { id: "headers", name: "headers", rows: 2, spellcheck: "false", placeholder: "X-Api-Key: …" },
       headerLines(sub && sub.headers)),
@@ -45,15 +45,24 @@ function optionFields(sub) {
   ];
 }
 
-// Adds the options of the form to `body`. The auth goes only when it
-// changes: a type of none clears it, a password or token sets it whole.
+// The filter as the form shows it.
+function filterText(sub) {
+  return sub && sub.filter ? JSON.stringify(sub.filter) : "";
+}
+
+// Adds the options of the form to `body`. The filter goes only when it was
+// edited (a read shows a number past a float's precision rounded; sent
+// back unedited it would replace the exact one). The auth goes only when
+// it changes: a type of none clears it, a password or token sets it whole.
 function optionsBody(form, body, sub) {
   const f = new FormData(form);
   const filter = String(f.get("filter") || "").trim();
-  try {
-    body.filter = filter ? JSON.parse(filter) : null;
-  } catch (_) {
-    throw new Error("Content filter: this is not JSON.");
+  if (!sub || filter !== filterText(sub)) {
+    try {
+      body.filter = filter ? JSON.parse(filter) : null;
+    } catch (_) {
+      throw new Error("Content filter: this is not JSON.");
+    }
   }
   body.headers = parseHeaders(String(f.get("headers") || ""));
   const type = String(f.get("auth_type"));
