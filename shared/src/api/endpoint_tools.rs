@@ -17,7 +17,7 @@ use time::OffsetDateTime;
 use super::body::{self, Fields};
 use super::error::ApiError;
 use super::AppState;
-use crate::domain::{SubscriptionStatus, ARCHIVE_RETENTION};
+use crate::domain::{Subscription, SubscriptionStatus, ARCHIVE_RETENTION};
 
 /// The members of a test request (none required).
 pub(super) const TEST: Fields = Fields {
@@ -31,6 +31,18 @@ pub(super) const RECOVER: Fields = Fields {
     required: &["since"],
 };
 
+/// The subscription a tool's path names (404 when there is none), then
+/// the request's body.
+async fn target(
+    state: &AppState,
+    tenant: &str,
+    id: &str,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<(Subscription, Bytes), ApiError> {
+    let sub = super::subscriptions::load(state, tenant, id).await?;
+    Ok((sub, body::bytes(body)?))
+}
+
 /// The test event's type when the request names none.
 pub const TEST_EVENT_TYPE: &str = "webhook.test";
 
@@ -43,8 +55,7 @@ pub(super) async fn test(
     Path((tenant, id)): Path<(String, String)>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let sub = super::subscriptions::load(&state, &tenant, &id).await?;
-    let bytes = body::bytes(body)?;
+    let (sub, bytes) = target(&state, &tenant, &id, body).await?;
     let bytes = if bytes.iter().all(u8::is_ascii_whitespace) {
         Bytes::from_static(b"{}")
     } else {
@@ -96,8 +107,7 @@ pub(super) async fn recover(
     Path((tenant, id)): Path<(String, String)>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let sub = super::subscriptions::load(&state, &tenant, &id).await?;
-    let bytes = body::bytes(body)?;
+    let (sub, bytes) = target(&state, &tenant, &id, body).await?;
     let body = body::object(&bytes, &RECOVER)?;
     let now = state.engine.now();
     let since = time_of(&body, "since")?.unwrap_or(now);

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use time::OffsetDateTime;
 
 use super::{
-    filter_document, AttemptId, EndpointOptions, Event, EventFilter, EventId, EventType, Json,
-    LaneCount, RateLimit, SubscriptionId, TenantId,
+    AttemptId, EndpointOptions, EventFilter, EventId, EventType, LaneCount, RateLimit,
+    SubscriptionId, TenantId,
 };
 use crate::signing::Secret;
 
@@ -141,29 +141,6 @@ impl Subscription {
     /// its status).
     pub fn takes(&self, event_type: &EventType) -> bool {
         self.filters.iter().any(|f| f.matches(event_type))
-    }
-
-    /// Whether its content filter, if it has one, lets `event` through.
-    /// `doc` is the event's [`filter_document`], built on first need and
-    /// kept by the caller for the event's other subscriptions.
-    pub fn passes_filter(&self, event: &Event, doc: &mut Option<Json>) -> bool {
-        self.options.filter.as_ref().is_none_or(|f| {
-            f.matches(
-                doc.get_or_insert_with(|| {
-                    filter_document(event.event_type.as_str(), &event.payload)
-                }),
-            )
-        })
-    }
-
-    /// Whether it receives `event` (whatever its status): a test event
-    /// only its own; any other when one of its event types takes it and its
-    /// content filter lets it through.
-    pub fn receives(&self, event: &Event, doc: &mut Option<Json>) -> bool {
-        match &event.only_for {
-            Some(to) => *to == self.id,
-            None => self.takes(&event.event_type) && self.passes_filter(event, doc),
-        }
     }
 
     /// The secrets that sign a request sent at `now`: the current one and,

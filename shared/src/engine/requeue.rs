@@ -298,17 +298,11 @@ impl Engine {
     /// ([`Subscription::receives`]): the event is read whole only when the
     /// subscription has a content filter and takes its type.
     async fn receives_archived(&self, sub: &Subscription, e: &ArchivedEvent) -> StoreResult<bool> {
-        if let Some(to) = &e.only_for {
-            return Ok(*to == sub.id);
-        }
-        if !sub.takes(&e.event_type) {
-            return Ok(false);
-        }
-        if sub.options.filter.is_none() {
-            return Ok(true);
+        if let Some(known) = sub.receives_by_type(&e.event_type, e.only_for.as_ref()) {
+            return Ok(known);
         }
         Ok(match self.ports.events.get(&sub.tenant, &e.id).await? {
-            Some(event) => sub.passes_filter(&event, &mut None),
+            Some(event) => sub.receives(&event, &mut None),
             None => false,
         })
     }
