@@ -152,7 +152,10 @@ async fn the_status_lists_suspended_subscriptions_with_why_until_enabled_or_dele
     let deadline = std::time::Instant::now() + WAIT;
     while std::time::Instant::now() < deadline {
         doc = status(&server).await;
-        if doc["suspended_total"] == 2 {
+        let both = doc["suspended"]
+            .as_array()
+            .is_some_and(|l| l.iter().any(|r| r["subscription_id"] == dead));
+        if doc["suspended_total"] == 2 && both {
             break;
         }
         tokio::time::sleep(Duration::from_millis(200)).await;

@@ -58,15 +58,18 @@ impl Table {
     }
 
     /// The longest suspended subscriptions, and how many are suspended.
+    /// A list that holds every suspended subscription gives the count
+    /// itself, so the two always agree (a count read after the list could
+    /// see one suspended in between).
     async fn suspended(&self) -> StoreResult<(Vec<SuspendedSubscription>, u64)> {
-        let items = self
+        let page = self
             .suspended_query()
             .limit(SUSPENDED_LISTED as i32)
             .send()
             .await
-            .map_err(backend)?
-            .items
-            .unwrap_or_default();
+            .map_err(backend)?;
+        let whole = page.last_evaluated_key.is_none();
+        let items = page.items.unwrap_or_default();
         let mut listed = Vec::new();
         for item in &items {
             listed.extend(readable(
@@ -74,6 +77,9 @@ impl Table {
                 item,
                 suspended_of(item),
             )?);
+        }
+        if whole {
+            return Ok((listed, items.len() as u64));
         }
         let mut total = 0;
         let mut start = None;
