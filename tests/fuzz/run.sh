@@ -9,7 +9,7 @@
 # several, hypothesis parses lambdas' source on two threads at once, which
 # Python 3.11 can fail at ("AST constructor recursion depth mismatch").
 #   HOOKLANE_FUZZ_EXAMPLES  cases per operation and phase (default 100)
-#   HOOKLANE_FUZZ_SEED      the seed (default fixed)
+#   HOOKLANE_FUZZ_SEED      the seed (default HOOKLANE_TEST_SEED, or else fixed)
 #   HOOKLANE_FUZZ_BIN       a `hooklane` binary to check instead of building one
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -46,7 +46,7 @@ PYTHONPATH=tests/fuzz SCHEMATHESIS_HOOKS=hooks .venv/bin/schemathesis run \
   --checks all \
   --header "Authorization: Bearer $token" \
   --max-examples "${HOOKLANE_FUZZ_EXAMPLES:-100}" \
-  --seed "${HOOKLANE_FUZZ_SEED:-20261201}" \
+  --seed "${HOOKLANE_FUZZ_SEED:-${HOOKLANE_TEST_SEED:-20261201}}" \
   --generation-database none \
   --workers 1 \
   --request-timeout 30 \

@@ -11,7 +11,7 @@
 //!   operation happened, and the caller sees it fail).
 //!
 //! Which call gets a fault is drawn from a seeded sequence; the seed is
-//! printed, and `HOOKLANE_FAULT_SEED` sets it to replay a run.
+//! printed, and `HOOKLANE_TEST_SEED` sets it to replay a run.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -105,10 +105,9 @@ impl FaultProxy {
             .await
             .expect("bind");
         let endpoint = format!("http://{}", listener.local_addr().expect("addr"));
-        // `HOOKLANE_FAULT_SEED` replays a run's draws (which call each
+        // `HOOKLANE_TEST_SEED` replays a run's draws (which call each
         // draw lands on still depends on the calls' order).
-        let seed = crate::seed("HOOKLANE_FAULT_SEED");
-        eprintln!("fault proxy {endpoint} -> {upstream}, seed {seed}");
+        let seed = crate::seed(&format!("fault proxy {endpoint} -> {upstream}"));
         let state = Arc::new(State {
             upstream: upstream.trim_end_matches('/').to_owned(),
             client: reqwest::Client::builder()

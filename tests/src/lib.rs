@@ -58,10 +58,14 @@ pub fn test_env(extra: &[(&str, &str)]) -> HashMap<String, String> {
     env
 }
 
-/// A seed for a test's pseudo-random draws: `var` from the environment,
-/// to replay a run, or else the clock (printed by the caller).
-pub fn seed(var: &str) -> u64 {
-    std::env::var(var)
+/// The environment variable every randomized test takes its seed from.
+pub const SEED_VAR: &str = "HOOKLANE_TEST_SEED";
+
+/// A seed for a test's pseudo-random draws (`what` names them): from
+/// `HOOKLANE_TEST_SEED` to replay a run, or else the clock. Printed either
+/// way, with how to replay it (shown when the test fails).
+pub fn seed(what: &str) -> u64 {
+    let seed = std::env::var(SEED_VAR)
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| {
@@ -69,7 +73,9 @@ pub fn seed(var: &str) -> u64 {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map(|d| d.as_nanos() as u64)
                 .unwrap_or(7)
-        })
+        });
+    eprintln!("{what}: seed {seed} (replay with {SEED_VAR}={seed})");
+    seed
 }
 
 /// Sends the server's logs to the test's captured output (shown when a

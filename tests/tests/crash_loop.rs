@@ -96,9 +96,8 @@ async fn after_ten_sigkills_during_a_load_every_accepted_event_reaches_every_sub
         ("HOOKLANE_RETRY_SCHEDULE", "0s,1s,1s,1s,1s,1s,1s,1s,1s,1s"),
         ("HOOKLANE_ATTEMPT_TIMEOUT", "3s"),
     ]);
-    // `HOOKLANE_CRASH_SEED` replays a run's kill points.
-    let seed = hooklane_tests::seed("HOOKLANE_CRASH_SEED");
-    eprintln!("crash loop seed {seed}");
+    // `HOOKLANE_TEST_SEED` replays a run's kill points.
+    let seed = hooklane_tests::seed("crash loop kill points");
     let mut rng = Rng(seed);
 
     let rx = Receiver::start().await;
