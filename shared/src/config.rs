@@ -23,6 +23,10 @@ pub struct Config {
     pub retry_jitter: f64,
     /// How long one attempt may take (`HOOKLANE_ATTEMPT_TIMEOUT`, 15s).
     pub attempt_timeout: Duration,
+    /// `serve`: how long a stop (SIGTERM, Ctrl-C) waits, from the signal,
+    /// for requests and attempts in progress before the process exits
+    /// (`HOOKLANE_SHUTDOWN_GRACE`, 10s).
+    pub shutdown_grace: Duration,
     /// AWS with a slow pool: how long an attempt may take in the main pool
     /// before it is cut off as a timeout and its lane moves to the slow
     /// pool, and the time within which a success there brings the lane
@@ -98,6 +102,7 @@ impl Default for Config {
             retry_schedule: RetrySchedule::default(),
             retry_jitter: 0.1,
             attempt_timeout: Duration::from_secs(15),
+            shutdown_grace: Duration::from_secs(10),
             slow_after: Duration::from_secs(5),
             local_invocations: (50, 10),
             egress: EgressPolicy::default(),
@@ -199,16 +204,23 @@ fn whole(
         })
 }
 
-/// Reads how long `serve` waits for a request's head and body.
-fn read_timeouts(get: &impl Fn(&str) -> Option<String>) -> Result<ReadTimeouts, ConfigError> {
+/// Reads how long `serve` waits for a request's head and body, and for
+/// what is in progress at a stop.
+fn serve_timings(
+    get: &impl Fn(&str) -> Option<String>,
+) -> Result<(ReadTimeouts, Duration), ConfigError> {
     let mut t = ReadTimeouts::default();
+    let mut grace = Config::default().shutdown_grace;
+    if let Some(v) = get("HOOKLANE_SHUTDOWN_GRACE") {
+        grace = duration("HOOKLANE_SHUTDOWN_GRACE", &v)?;
+    }
     if let Some(v) = get("HOOKLANE_HEADER_TIMEOUT") {
         t.header = duration("HOOKLANE_HEADER_TIMEOUT", &v)?;
     }
     if let Some(v) = get("HOOKLANE_BODY_TIMEOUT") {
         t.body = duration("HOOKLANE_BODY_TIMEOUT", &v)?;
     }
-    Ok(t)
+    Ok((t, grace))
 }
 
 impl Config {
@@ -251,8 +263,14 @@ impl Config {
                 .filter(|j| (0.0..=0.1).contains(j))
                 .ok_or_else(|| bad("HOOKLANE_RETRY_JITTER", "a fraction from 0 to 0.1"))?;
         }
-        if let Some(v) = get("HOOKLANE_ATTEMPT_TIMEOUT") {
-            c.attempt_timeout = attempt_duration("HOOKLANE_ATTEMPT_TIMEOUT", &v)?;
+        for (var, slot) in [
+            ("HOOKLANE_ATTEMPT_TIMEOUT", &mut c.attempt_timeout),
+            ("HOOKLANE_SLOW_AFTER", &mut c.slow_after),
+            ("HOOKLANE_FIRST_CUT_OFF", &mut c.first_cut_off),
+        ] {
+            if let Some(v) = get(var) {
+                *slot = attempt_duration(var, &v)?;
+            }
         }
         for (var, slot) in [
             ("HOOKLANE_LOCAL_MAX_INVOCATIONS", &mut c.local_invocations.0),
@@ -265,8 +283,8 @@ impl Config {
                 *slot = whole(var, &v, 1..=1000)?;
             }
         }
-        if let Some(v) = get("HOOKLANE_SLOW_AFTER") {
-            c.slow_after = attempt_duration("HOOKLANE_SLOW_AFTER", &v)?;
+        if let Some(v) = get("HOOKLANE_DELIVERY_MAX_CONCURRENCY") {
+            c.delivery_max_concurrency = whole("HOOKLANE_DELIVERY_MAX_CONCURRENCY", &v, 2..=1000)?;
         }
         if let Some(v) = get("HOOKLANE_ALLOW_HTTP") {
             c.egress.allow_http = parse_bool("HOOKLANE_ALLOW_HTTP", &v)?;
@@ -274,18 +292,12 @@ impl Config {
         if let Some(v) = get("HOOKLANE_ALLOW_PRIVATE_TARGETS") {
             c.egress.allow_private = parse_bool("HOOKLANE_ALLOW_PRIVATE_TARGETS", &v)?;
         }
-        if let Some(v) = get("HOOKLANE_FIRST_CUT_OFF") {
-            c.first_cut_off = attempt_duration("HOOKLANE_FIRST_CUT_OFF", &v)?;
-        }
-        if let Some(v) = get("HOOKLANE_DELIVERY_MAX_CONCURRENCY") {
-            c.delivery_max_concurrency = whole("HOOKLANE_DELIVERY_MAX_CONCURRENCY", &v, 2..=1000)?;
-        }
         if let Some(v) = get("HOOKLANE_TENANT_MAX_IN_FLIGHT").filter(|v| v.trim() != "auto") {
             c.tenant_max_auto = false;
             c.tenant_max_in_flight = whole("HOOKLANE_TENANT_MAX_IN_FLIGHT", &v, 8..=1_000_000)?;
         }
         c.read_health(&get)?;
-        c.read_timeouts = read_timeouts(&get)?;
+        (c.read_timeouts, c.shutdown_grace) = serve_timings(&get)?;
         c.log_json = log_json(&get)?;
         c.read_access(&get)?;
         Ok(c)

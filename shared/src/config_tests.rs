@@ -47,6 +47,7 @@ fn an_empty_environment_gives_the_documented_defaults() {
     assert_eq!(c.tenant_max_in_flight, 4096);
     assert_eq!(c.share_of_pool(c.delivery_max_concurrency), 250);
     assert_eq!(c.first_cut_off, Duration::from_secs(1));
+    assert_eq!(c.shutdown_grace, Duration::from_secs(10));
     assert!(!c.egress.allow_http && !c.egress.allow_private);
 }
 
@@ -76,6 +77,7 @@ fn a_bad_value_names_its_variable() {
     for (k, v) in [
         ("HOOKLANE_RETRY_SCHEDULE", "0s,later"),
         ("HOOKLANE_ATTEMPT_TIMEOUT", "forever"),
+        ("HOOKLANE_SHUTDOWN_GRACE", "11m"),
         ("HOOKLANE_ALLOW_HTTP", "maybe"),
         ("HOOKLANE_TENANT_MAX_IN_FLIGHT", "4"),
         ("HOOKLANE_FIRST_CUT_OFF", "0s"),

@@ -19,6 +19,7 @@ pub mod call_metrics;
 pub mod calls;
 pub mod capacity;
 pub mod env;
+mod event_source;
 pub mod handlers;
 mod messages;
 pub mod queue_poller;

@@ -20,7 +20,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::{Request, State};
@@ -57,16 +57,15 @@ impl Default for ReadTimeouts {
 }
 
 /// How long shutdown waits for requests in progress.
-const DRAIN: Duration = Duration::from_secs(10);
-
 /// Serves `app` on `listener` until `shutdown` resolves, then lets
-/// requests in progress finish (for at most [`DRAIN`]).
+/// requests in progress finish, for at most `grace`. Returns when the stop
+/// began, from which the caller's own waits count.
 pub async fn serve(
     listener: TcpListener,
     app: Router,
-    timeouts: ReadTimeouts,
+    (timeouts, grace): (ReadTimeouts, Duration),
     shutdown: impl Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
+) -> std::io::Result<Instant> {
     let app = app.layer(middleware::from_fn_with_state(timeouts.body, body_deadline));
     let (stop_tx, stop_rx) = watch::channel(());
     tokio::pin!(shutdown);
@@ -107,13 +106,14 @@ pub async fn serve(
             drop(stop);
         });
     }
+    let stopped = Instant::now();
     drop(listener);
     let _ = stop_tx.send(());
     drop(stop_rx);
     // Every connection task holds a receiver: `closed` resolves when the
     // last one has finished.
-    let _ = tokio::time::timeout(DRAIN, stop_tx.closed()).await;
-    Ok(())
+    let _ = tokio::time::timeout(grace, stop_tx.closed()).await;
+    Ok(stopped)
 }
 
 /// Gives the request body a deadline; a body that misses it is answered

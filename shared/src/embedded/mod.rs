@@ -244,7 +244,7 @@ pub async fn serve_with(
         Some(t) => t.as_str().into(),
         None => anyhow::bail!("an API token is required"),
     };
-    let timeouts = config.read_timeouts;
+    let (timeouts, grace) = (config.read_timeouts, config.shutdown_grace);
     let embedded = Embedded::start_with(config, db, outside).await?;
     let app = crate::api::router(crate::api::AppState {
         engine: embedded.engine.clone(),
@@ -252,27 +252,27 @@ pub async fn serve_with(
     });
     info!(addr = %listener.local_addr()?, "hooklane serving");
     // A clean stop: on the signal no attempt starts, the API stops
-    // accepting and lets requests in progress finish, then the attempts
-    // running finish and record their outcome (each within the attempt
-    // timeout). Queued deliveries wait in the database for the next start.
+    // accepting and lets requests in progress finish, and the attempts
+    // running finish and record their outcome, all within the grace from
+    // the signal. Queued deliveries wait in the database for the next
+    // start; an attempt still running at the end of the grace keeps its
+    // lease, and is made again (with the next number) once that ends.
     let lanes = embedded.lanes.clone();
     let stop = async move {
         shutdown.await;
         lanes.stop();
         info!("stopping: no new attempts; requests and attempts in progress finish");
     };
-    crate::api::serve::serve(listener, app, timeouts, stop).await?;
-    let grace = embedded.engine.config.attempt_timeout + STOP_MARGIN;
-    match embedded.wait_for_attempts(grace).await {
+    let stopped = crate::api::serve::serve(listener, app, (timeouts, grace), stop).await?;
+    match embedded
+        .wait_for_attempts(grace.saturating_sub(stopped.elapsed()))
+        .await
+    {
         0 => info!("stopped: every attempt in progress finished"),
         n => warn!(
             running = n,
-            "stopped with attempts still running; they are attempted again after the next start"
+            "stopped at the end of the grace with attempts still running; they are attempted again after the next start, once their leases end"
         ),
     }
     Ok(())
 }
-
-/// How much longer than the attempt timeout a stop waits for attempts in
-/// progress (their outcome's writes).
-const STOP_MARGIN: Duration = Duration::from_secs(5);
