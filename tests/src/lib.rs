@@ -119,7 +119,13 @@ impl Server {
         Self::start_with(Backend::Embedded, env, outside).await
     }
 
-    async fn start_with(backend: Backend, env: HashMap<String, String>, outside: Outside) -> Self {
+    /// Starts `serve` on the given backend with the given name resolution
+    /// and clock.
+    pub async fn start_with(
+        backend: Backend,
+        env: HashMap<String, String>,
+        outside: Outside,
+    ) -> Self {
         let sdk = match backend {
             Backend::Aws => Some(aws::sdk().await),
             Backend::Embedded => None,
@@ -139,7 +145,7 @@ impl Server {
                         };
                         hooklane_aws::queue_poller::serve(
                             listener,
-                            (config, aws_env),
+                            (config, aws_env, outside),
                             sdk,
                             None,
                             Some(resources),
@@ -164,7 +170,7 @@ impl Server {
         let aws_env = aws::env_of(&env);
         Self::launch(env, move |listener, config, _db, stop| {
             Box::pin(async move {
-                let both = (config, aws_env);
+                let both = (config, aws_env, Outside::default());
                 hooklane_aws::queue_poller::serve(listener, both, sdk, Some(settings), None, stop)
                     .await
             })

@@ -1,5 +1,5 @@
-//! The egress guard at delivery time (G9): hosts are resolved once, checked,
-//! and connected to at the checked address, so a name that answered a
+//! The egress guard at delivery time (G9), on both backends: hosts are
+//! resolved once, checked, and connected to at the checked address, so a name that answered a
 //! public address at registration and answers loopback at delivery (DNS
 //! rebinding) reaches nothing inside the network.
 //!
@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hooklane_tests::dns::SwitchingDns;
-use hooklane_tests::{eventually, test_env, Outside, Receiver, Server};
+use hooklane_tests::{eventually, on_both_backends, test_env, Backend, Outside, Receiver, Server};
 use serde_json::{json, Value};
 
 /// The name the test resolver answers for.
@@ -28,8 +28,9 @@ async fn attempts(server: &Server, sub_id: &str) -> Vec<Value> {
     body["items"].as_array().cloned().unwrap_or_default()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_name_rebound_to_loopback_after_registration_is_refused_at_delivery_and_logged() {
+async fn a_name_rebound_to_loopback_after_registration_is_refused_at_delivery_and_logged(
+    backend: Backend,
+) {
     let rx = Receiver::start().await;
     // A public address at registration, loopback at delivery.
     let public = Ipv4Addr::new(93, 184, 215, 14);
@@ -45,7 +46,7 @@ async fn a_name_rebound_to_loopback_after_registration_is_refused_at_delivery_an
         dns: dns.clone(),
         ..Outside::default()
     };
-    let server = Server::start_outside(env, outside).await;
+    let server = Server::start_with(backend, env, outside).await;
     let port = rx.base.rsplit(':').next().expect("receiver port");
     let url = format!("http://{NAME}:{port}/target");
 
@@ -57,7 +58,7 @@ async fn a_name_rebound_to_loopback_after_registration_is_refused_at_delivery_an
         .await;
 
     let mut log = Vec::new();
-    for _ in 0..250 {
+    for _ in 0..750 {
         log = attempts(&server, &sub_id).await;
         if !log.is_empty() {
             break;
@@ -75,3 +76,5 @@ async fn a_name_rebound_to_loopback_after_registration_is_refused_at_delivery_an
     let reached = eventually(Duration::from_secs(1), || rx.count("target") > 0).await;
     assert!(!reached, "a request reached loopback");
 }
+
+on_both_backends!(a_name_rebound_to_loopback_after_registration_is_refused_at_delivery_and_logged,);

@@ -1,4 +1,5 @@
-//! Receivers that cannot be reached at all, end to end on `serve`: a host
+//! Receivers that cannot be reached at all, end to end on `serve` on both
+//! backends: a host
 //! whose name stopped resolving is a *fatal* failure (G8: it counts toward
 //! the fatal limit, which suspends soonest), and a port nobody listens on
 //! is a *retryable* one (the ladder runs, the delivery parks, the
@@ -10,7 +11,7 @@ use std::time::Duration;
 
 use hooklane_tests::child::free_port;
 use hooklane_tests::dns::SwitchingDns;
-use hooklane_tests::{test_env, Outside, Server};
+use hooklane_tests::{on_both_backends, test_env, Backend, Outside, Server};
 use serde_json::{json, Value};
 
 /// The name the test resolver answers for.
@@ -40,8 +41,9 @@ async fn shown(server: &Server, sub_id: &str) -> Value {
     body
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_host_that_stopped_resolving_fails_fatally_and_is_suspended_at_the_fatal_limit() {
+async fn a_host_that_stopped_resolving_fails_fatally_and_is_suspended_at_the_fatal_limit(
+    backend: Backend,
+) {
     // Loopback at registration; the name is gone at delivery.
     let dns = Arc::new(SwitchingDns::new(NAME, Some(Ipv4Addr::LOCALHOST), None));
     let env = test_env(&[
@@ -55,7 +57,7 @@ async fn a_host_that_stopped_resolving_fails_fatally_and_is_suspended_at_the_fat
         dns: dns.clone(),
         ..Outside::default()
     };
-    let server = Server::start_outside(env, outside).await;
+    let server = Server::start_with(backend, env, outside).await;
     let port = free_port();
     let sub = server
         .subscribe("acme", &format!("http://{NAME}:{port}/hooks"), &["*"])
@@ -68,7 +70,7 @@ async fn a_host_that_stopped_resolving_fails_fatally_and_is_suspended_at_the_fat
             .await;
     }
     let mut status = Value::Null;
-    for _ in 0..500 {
+    for _ in 0..750 {
         status = shown(&server, &sub_id).await["status"].clone();
         if status == "suspended" {
             break;
@@ -84,16 +86,17 @@ async fn a_host_that_stopped_resolving_fails_fatally_and_is_suspended_at_the_fat
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_port_nobody_listens_on_is_retried_on_the_ladder_then_parked_and_not_suspended() {
+async fn a_port_nobody_listens_on_is_retried_on_the_ladder_then_parked_and_not_suspended(
+    backend: Backend,
+) {
     let env = test_env(&[("HOOKLANE_RETRY_SCHEDULE", "0s,100ms,100ms")]);
-    let server = Server::start_outside(env, Outside::default()).await;
+    let server = Server::start_with(backend, env, Outside::default()).await;
     let url = format!("http://127.0.0.1:{}/hooks", free_port());
     let sub = server.subscribe("acme", &url, &["*"]).await;
     let sub_id = sub["id"].as_str().expect("id").to_owned();
     server.publish("acme", "invoice.paid", json!({})).await;
     let mut log = Vec::new();
-    for _ in 0..250 {
+    for _ in 0..750 {
         log = attempts(&server, &sub_id).await;
         if log.iter().any(|a| a["outcome"] == "parked") {
             break;
@@ -112,3 +115,8 @@ async fn a_port_nobody_listens_on_is_retried_on_the_ladder_then_parked_and_not_s
         "a refused connection is retryable: no suspension after one parked delivery"
     );
 }
+
+on_both_backends!(
+    a_host_that_stopped_resolving_fails_fatally_and_is_suspended_at_the_fatal_limit,
+    a_port_nobody_listens_on_is_retried_on_the_ladder_then_parked_and_not_suspended,
+);

@@ -189,7 +189,7 @@ async fn serve(listen: SocketAddr, store: Store) -> anyhow::Result<()> {
             let sdk = hooklane_aws::sdk_config().await;
             hooklane_aws::queue_poller::serve(
                 listener,
-                (config, aws_env),
+                (config, aws_env, Default::default()),
                 sdk,
                 None,
                 resources,

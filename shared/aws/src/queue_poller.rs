@@ -10,13 +10,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hooklane_core::config::Config;
-use hooklane_core::engine::Engine;
+use hooklane_core::engine::{Engine, Outside};
 use tracing::info;
 
 pub use crate::event_source::to_event;
 use crate::event_source::{poll, Handler, Pollers};
 use crate::handlers::{delivery, fanout};
-use crate::wiring::{engine, pool_config};
+use crate::wiring::{engine_with, pool_config};
 use crate::{AwsStore, Settings};
 /// The engines of one process running every function: the API's and
 /// fan-out's, the delivery pool's (whose attempts may be cut off for the
@@ -93,13 +93,14 @@ fn delivery_handler(engine: Arc<Engine>, store: AwsStore) -> Handler {
 
 /// Serves the API and runs the workers over the AWS adapters until
 /// `shutdown` resolves, under the engine's `config` and the AWS side's
-/// `env`. With `create` set, creates the resources first (named from its
+/// `env`, resolving names and reading the time through `outside` (the
+/// system's but in tests). With `create` set, creates the resources first (named from its
 /// prefix), for a local AWS-compatible server, with the settings `env`
 /// gives beside the names; otherwise uses `settings`, or the resources
 /// `env` names.
 pub async fn serve(
     listener: tokio::net::TcpListener,
-    (config, env): (Config, crate::AwsEnv),
+    (config, env, outside): (Config, crate::AwsEnv, Outside),
     sdk: aws_config::SdkConfig,
     settings: Option<Settings>,
     create: Option<crate::Resources>,
@@ -122,17 +123,14 @@ pub async fn serve(
     let (timeouts, grace) = (config.read_timeouts, config.shutdown_grace);
     let store = AwsStore::new(&sdk, settings);
     // One process: the pools share the API's circuit breakers.
-    let api = engine(config.clone(), &store, &sdk, None)?;
-    let delivery = engine(
-        pool_config(config.clone(), &store),
-        &store,
-        &sdk,
-        Some(&api),
-    )?;
+    let with = || (&sdk, outside.clone());
+    let api = engine_with(config.clone(), &store, with(), None)?;
+    let pool = pool_config(config.clone(), &store);
+    let delivery = engine_with(pool, &store, with(), Some(&api))?;
     let slow = match store.settings().slow_queue_url {
         Some(_) => {
             let slow_store = store.clone().in_slow_pool();
-            Some(engine(config, &slow_store, &sdk, Some(&api))?)
+            Some(engine_with(config, &slow_store, with(), Some(&api))?)
         }
         None => None,
     };

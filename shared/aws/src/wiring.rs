@@ -68,9 +68,20 @@ pub fn pool_config(mut config: Config, store: &AwsStore) -> Config {
 /// `HOOKLANE_OPERATOR_TOPIC_ARN` names a topic; sharing `shared_breakers`'
 /// circuit breakers when given (one process, several engines).
 pub fn engine(
-    mut config: Config,
+    config: Config,
     store: &AwsStore,
     sdk: &aws_config::SdkConfig,
+    shared_breakers: Option<&Engine>,
+) -> anyhow::Result<Arc<Engine>> {
+    engine_with(config, store, (sdk, Outside::default()), shared_breakers)
+}
+
+/// [`engine`] with the given name resolution and clock (`serve --backend
+/// aws` in tests).
+pub fn engine_with(
+    mut config: Config,
+    store: &AwsStore,
+    (sdk, outside): (&aws_config::SdkConfig, Outside),
     shared_breakers: Option<&Engine>,
 ) -> anyhow::Result<Arc<Engine>> {
     // Every pool and the API take leases against the same bound.
@@ -78,7 +89,7 @@ pub fn engine(
     let ports = Ports::build(
         store.clone(),
         &config,
-        Outside::default(),
+        outside,
         Arc::new(NoWakeup),
         notifier(sdk, store.settings().operator_topic_arn.as_ref()),
     )?;
