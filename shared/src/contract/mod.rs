@@ -5,11 +5,13 @@
 
 mod access;
 mod filters;
+mod health;
 mod rules;
 mod storage;
 
 pub use access::*;
 pub use filters::*;
+pub use health::*;
 pub use rules::*;
 pub use storage::*;
 
@@ -128,6 +130,7 @@ pub async fn run_all(h: &dyn Harness) {
     accepting_is_idempotent_for_a_day(h).await;
     deliveries_lease_finish_park_and_replay(h).await;
     a_later_attempt_takes_the_outcome_over(h).await;
+    failed_sequences_each_count_over_the_stored_record(h).await;
     a_deleted_subscription_is_gone_for_attempts_and_fan_out(h).await;
     suspension_is_a_guarded_transition(h).await;
     tenant_keys_are_kept_by_hash_and_revoked(h).await;

@@ -138,7 +138,7 @@ pub async fn deliveries_lease_finish_park_and_replay(h: &dyn Harness) {
         timed_out: false,
     };
     assert!(
-        queue.finish(&d, &parked).await.expect("finish"),
+        queue.finish(&d, &parked).await.expect("finish").took,
         "this call recorded the outcome"
     );
     let again = Finish {
@@ -146,7 +146,7 @@ pub async fn deliveries_lease_finish_park_and_replay(h: &dyn Harness) {
         ..parked.clone()
     };
     assert!(
-        !queue.finish(&d, &again).await.expect("finish again"),
+        !queue.finish(&d, &again).await.expect("finish again").took,
         "an outcome recorded before is not this call's: of two processes that race, one acts on it"
     );
     assert!(
@@ -253,15 +253,11 @@ pub async fn suspension_is_a_guarded_transition(h: &dyn Harness) {
     sub.health.consecutive_failures = 7;
     subs.insert(&sub).await.expect("insert");
     let now = OffsetDateTime::now_utc();
-    // One after the other: the local AWS-compatible server does not make
-    // two concurrent conditional writes atomic (DynamoDB does); the
-    // embedded engine's concurrent case has its own test.
-    let a = suspensions
-        .suspend(&t, &sub.id, now, "permanent failures")
-        .await;
-    let b = suspensions
-        .suspend(&t, &sub.id, now, "permanent failures")
-        .await;
+    // At once, as two processes race on it.
+    let (a, b) = tokio::join!(
+        suspensions.suspend(&t, &sub.id, now, "permanent failures"),
+        suspensions.suspend(&t, &sub.id, now, "permanent failures"),
+    );
     assert_eq!(
         u8::from(a.expect("suspend")) + u8::from(b.expect("suspend")),
         1,
@@ -338,11 +334,18 @@ pub async fn a_later_attempt_takes_the_outcome_over(h: &dyn Harness) {
         timed_out: false,
     };
     assert!(
-        !queue.finish(&first, &parked(&first)).await.expect("finish"),
+        !queue
+            .finish(&first, &parked(&first))
+            .await
+            .expect("finish")
+            .took,
         "a later attempt took over"
     );
-    assert!(queue
-        .finish(&second, &parked(&second))
-        .await
-        .expect("finish"));
+    assert!(
+        queue
+            .finish(&second, &parked(&second))
+            .await
+            .expect("finish")
+            .took
+    );
 }

@@ -7,8 +7,10 @@ use time::OffsetDateTime;
 use tracing::info;
 
 use super::{Engine, Step};
-use crate::domain::{Attempt, AttemptId, Delivery, Subscription};
-use crate::health::{health_write_due, next_health, recovery, Sequence};
+use crate::domain::{Attempt, AttemptId, Delivery, Health, Subscription};
+use crate::health::{
+    health_write_due, next_health, recovery, FailedSequence, HealthWrite, Sequence,
+};
 use crate::policy::Decision;
 use crate::ports::{End, Finish, SendReport, StoreResult};
 
@@ -41,11 +43,13 @@ impl Engine {
         };
         // The operator events first: an outcome recorded is told even if
         // what follows it fails.
-        if self.ports.lanes.finish(d, &finish).await? {
+        let finished = self.ports.lanes.finish(d, &finish).await?;
+        if finished.took {
             self.tell_operators_of_end(d, sub, &finish, started_at)
                 .await;
         }
-        self.after_finish(d, sub, &finish, report, started_at)
+        let written = finished.health.as_ref();
+        self.after_finish(d, sub, (&finish, written), report, started_at)
             .await?;
         info!(
             subscription_id = d.subscription_id.as_str(),
@@ -69,11 +73,20 @@ impl Engine {
         report: &SendReport,
         seq: Sequence,
         started_at: OffsetDateTime,
-    ) -> Option<crate::domain::Health> {
+    ) -> Option<HealthWrite> {
         if !matches!(end, End::Delivered | End::Parked(_)) {
             return None;
         }
-        let mut h = next_health(&sub.health, attempt, report.result.failure_class(), seq);
+        if let Some(class) = report.result.failure_class() {
+            // Counted over the record as stored when written.
+            return Some(HealthWrite::Failed(FailedSequence {
+                last: attempt.clone(),
+                class,
+                seq,
+                ramp: self.config.recovery_ramp,
+            }));
+        }
+        let mut h = next_health(&sub.health, attempt, None, seq);
         // A delivery that failed before this success was failing since its
         // first attempt, parked or not.
         let own = (d.attempts > 0).then_some(d.first_attempt_at).flatten();
@@ -92,7 +105,7 @@ impl Engine {
         } else {
             std::time::Duration::ZERO
         };
-        health_write_due(&sub.health, &h, refresh).then_some(h)
+        health_write_due(&sub.health, &h, refresh).then_some(HealthWrite::Set(h))
     }
 
     /// What follows a recorded outcome: its counter, and the suspension
@@ -102,7 +115,7 @@ impl Engine {
         &self,
         d: &Delivery,
         sub: &Subscription,
-        finish: &Finish,
+        (finish, written): (&Finish, Option<&Health>),
         report: &SendReport,
         started_at: OffsetDateTime,
     ) -> StoreResult<()> {
@@ -112,7 +125,7 @@ impl Engine {
             _ => &self.metrics.parked,
         };
         counter.inc();
-        match (&finish.health, &finish.attempt, &finish.end) {
+        match (written, &finish.attempt, &finish.end) {
             (Some(health), Some(attempt), _) => self.suspend_if_due(sub, health, attempt).await?,
             // In retry: the deliveries failing and not ended count too.
             (None, Some(attempt), End::Retry(_)) => {

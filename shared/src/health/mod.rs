@@ -135,6 +135,52 @@ pub fn next_health(
     h
 }
 
+/// How a finished delivery's retry sequence writes the health record.
+#[derive(Debug, Clone)]
+pub enum HealthWrite {
+    /// This record replaces the stored one: a success (which ends any
+    /// streak, whatever another lane wrote meanwhile).
+    Set(Health),
+    /// A failure ended the sequence: the record written is
+    /// [`FailedSequence::over`] the record as stored at the write, not as
+    /// read before the attempt, so that sequences of several lanes (or
+    /// processes) ending at once each count (G8).
+    Failed(FailedSequence),
+}
+
+impl HealthWrite {
+    /// The record to store over `stored`.
+    pub fn over(&self, stored: &Health) -> Health {
+        match self {
+            Self::Set(h) => h.clone(),
+            Self::Failed(f) => f.over(stored),
+        }
+    }
+}
+
+/// A retry sequence that ended failed (parked), as [`HealthWrite::Failed`]
+/// applies it.
+#[derive(Debug, Clone)]
+pub struct FailedSequence {
+    /// Its last attempt.
+    pub last: Attempt,
+    /// How that attempt failed.
+    pub class: FailureClass,
+    /// Where the sequence began.
+    pub seq: Sequence,
+    /// The recovery ramp in force (a ramp in progress is kept).
+    pub ramp: RampConfig,
+}
+
+impl FailedSequence {
+    /// The record after this sequence, over `stored`.
+    pub fn over(&self, stored: &Health) -> Health {
+        let mut h = next_health(stored, &self.last, Some(self.class), self.seq);
+        h.ramp_until = self.ramp.until(stored, &h, None, self.last.started_at);
+        h
+    }
+}
+
 /// Whether the health record after a sequence ended needs writing, when
 /// the store refreshes an unchanged record's `last_attempt_at` at most
 /// every `refresh` (a store that bills each write: AWS). A record that

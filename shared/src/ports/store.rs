@@ -7,7 +7,7 @@
 use async_trait::async_trait;
 use time::OffsetDateTime;
 
-use super::turn::Finish;
+use super::turn::{Finish, Finished};
 use super::StoreResult;
 use crate::domain::{
     fnv1a64, lane_of, ArchivePosition, ArchivedEvent, Delivery, Event, EventId, EventType,
@@ -276,13 +276,15 @@ pub trait LaneQueue: Send + Sync {
         now: OffsetDateTime,
         lease_until: OffsetDateTime,
     ) -> StoreResult<bool>;
-    /// Records how a delivery's turn ended: `true` when this call recorded
-    /// its attempt's outcome, `false` when the delivery was no longer
-    /// pending at that attempt (ended before, or a later attempt took
-    /// over), so one process of those that race on an outcome acts on it.
-    /// Held and dropped ends, which nothing acts on, may answer `true`
-    /// either way.
-    async fn finish(&self, d: &Delivery, finish: &Finish) -> StoreResult<bool>;
+    /// Records how a delivery's turn ended: `took` when this call recorded
+    /// its attempt's outcome, not when the delivery was no longer pending
+    /// at that attempt (ended before, or a later attempt took over), so one
+    /// process of those that race on an outcome acts on it. Held and
+    /// dropped ends, which nothing acts on, may answer `took` either way.
+    /// The health write is applied to the record as stored at that moment,
+    /// atomically ([`crate::health::HealthWrite`]), and the record written
+    /// is returned.
+    async fn finish(&self, d: &Delivery, finish: &Finish) -> StoreResult<Finished>;
     /// Whether this process makes `d`'s attempt, right after its
     /// subscription was read: a queue with a pool for slow lanes (AWS)
     /// answers `false` in the main pool for a lane that moved there, and

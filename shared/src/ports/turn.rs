@@ -6,6 +6,7 @@
 use time::OffsetDateTime;
 
 use crate::domain::{Attempt, DeliveryState, Health};
+use crate::health::HealthWrite;
 
 /// How a delivery's turn ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -48,11 +49,22 @@ pub struct Finish {
     pub end: End,
     /// The attempt, when one was made.
     pub attempt: Option<Attempt>,
-    /// The health record, when the retry sequence ended.
-    pub health: Option<Health>,
+    /// The health record's write, when the retry sequence ended.
+    pub health: Option<HealthWrite>,
     /// Whether the attempt ended because the receiver did not answer in
     /// time (the AWS main pool then moves the lane to its slow pool).
     pub timed_out: bool,
+}
+
+/// What [`super::LaneQueue::finish`] did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Finished {
+    /// Whether the outcome was recorded: false when the delivery was no
+    /// longer pending at this attempt (finished before, or a later attempt
+    /// took over).
+    pub took: bool,
+    /// The health record as written, when one was.
+    pub health: Option<Health>,
 }
 
 impl Finish {

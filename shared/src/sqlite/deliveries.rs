@@ -11,7 +11,8 @@ use super::{corrupt, from_ms, ms, readable, tenant_at, SqliteStore};
 use crate::domain::{
     Delivery, DeliveryState, Event, EventId, EventType, Retake, SubscriptionId, TenantId,
 };
-use crate::ports::{End, Finish, LaneQueue, NewDelivery, StoreResult};
+use crate::health::HealthWrite;
+use crate::ports::{End, Finish, Finished, LaneQueue, NewDelivery, StoreResult};
 
 fn delivery_row(r: &Row<'_>) -> rusqlite::Result<Delivery> {
     Ok(Delivery {
@@ -105,7 +106,7 @@ impl LaneQueue for SqliteStore {
         .await
     }
 
-    async fn finish(&self, d: &Delivery, finish: &Finish) -> StoreResult<bool> {
+    async fn finish(&self, d: &Delivery, finish: &Finish) -> StoreResult<Finished> {
         let (seq, tenant, sub) = (d.seq, d.tenant.clone(), d.subscription_id.clone());
         // An attempt's outcome stands only at that attempt: a later one
         // (begun after this one's lease) has its own to write.
@@ -115,9 +116,6 @@ impl LaneQueue for SqliteStore {
         self.write_relaxed(move |conn| {
             if let Some(a) = &finish.attempt {
                 super::attempts::insert(conn, a)?;
-            }
-            if let Some(h) = &finish.health {
-                super::subscriptions::write_health(conn, &tenant, &sub, h)?;
             }
             let state = finish.end.state();
             let (next, reason, parked) = match &finish.end {
@@ -143,7 +141,15 @@ impl LaneQueue for SqliteStore {
                 now,
                 this
             ])?;
-            Ok(changed == 1)
+            let took = changed == 1;
+            // Over the record as stored now (the write lock makes it
+            // whole); a failure counts only with the outcome it ends.
+            let health = match &finish.health {
+                Some(HealthWrite::Failed(_)) if !took => None,
+                Some(w) => super::subscriptions::write_health(conn, &tenant, &sub, w)?,
+                None => None,
+            };
+            Ok(Finished { took, health })
         })
         .await
     }

@@ -8,7 +8,7 @@ use rusqlite::{params, Connection, OptionalExtension, Row};
 
 use super::{corrupt, ms, readable, SqliteStore};
 use crate::domain::{EventType, Health, Subscription, SubscriptionId, TenantId};
-use crate::health::StatusChange;
+use crate::health::{HealthWrite, StatusChange};
 use crate::ports::{StoreResult, SubscriptionStore, Suspensions};
 use crate::record::SubscriptionRecord;
 
@@ -70,16 +70,26 @@ fn write_filters(conn: &Connection, sub: &Subscription) -> rusqlite::Result<()> 
     Ok(())
 }
 
-/// Writes a subscription's health record (inside the caller's write).
+/// Writes a subscription's health record over the one stored (within the
+/// caller's write transaction, so nothing comes between the read and the
+/// write); the record written, `None` when the subscription is gone.
 pub(super) fn write_health(
     conn: &Connection,
     tenant: &TenantId,
     id: &SubscriptionId,
-    health: &Health,
-) -> rusqlite::Result<()> {
+    write: &HealthWrite,
+) -> rusqlite::Result<Option<Health>> {
+    let stored: Option<String> = conn
+        .prepare_cached("SELECT health FROM subscriptions WHERE id = ?1 AND tenant = ?2")?
+        .query_row(params![id.as_str(), tenant.as_str()], |r| r.get(0))
+        .optional()?;
+    let Some(stored) = stored else {
+        return Ok(None);
+    };
+    let health = write.over(&serde_json::from_str(&stored).unwrap_or_default());
     conn.prepare_cached("UPDATE subscriptions SET health = ?3 WHERE id = ?1 AND tenant = ?2")?
-        .execute(params![id.as_str(), tenant.as_str(), json(health)])
-        .map(|_| ())
+        .execute(params![id.as_str(), tenant.as_str(), json(&health)])?;
+    Ok(Some(health))
 }
 
 fn json<T: serde::Serialize>(v: &T) -> String {

@@ -254,7 +254,7 @@ impl LaneQueue for Diverging {
         &self,
         d: &Delivery,
         f: &crate::ports::Finish,
-    ) -> crate::ports::StoreResult<bool> {
+    ) -> crate::ports::StoreResult<crate::ports::Finished> {
         self.0.finish(d, f).await
     }
     async fn defer(
@@ -333,7 +333,7 @@ impl LaneQueue for ShortSlots {
         &self,
         d: &Delivery,
         f: &crate::ports::Finish,
-    ) -> crate::ports::StoreResult<bool> {
+    ) -> crate::ports::StoreResult<crate::ports::Finished> {
         self.store.finish(d, f).await
     }
     async fn defer(

@@ -10,10 +10,10 @@
 //! to DynamoDB ([`super::spill`]), which is this adapter's own business.
 //!
 //! Write plan per outcome (`finish`), in this order:
-//! - delivered or parked: one `UpdateItem` of the subscription's health,
-//!   unless the record would change only its `last_attempt_at`, by less
-//!   than a minute (a healthy endpoint's successes write it once a
-//!   minute, not once each);
+//! - delivered: one `UpdateItem` of the subscription's health, unless the
+//!   record would change only its `last_attempt_at`, by less than a minute
+//!   (a healthy endpoint's successes write it once a minute, not once
+//!   each);
 //! - every attempt: one `PutItem` of the attempt-log entry, then one
 //!   conditional `UpdateItem` of the record (state, status, error, next
 //!   attempt; on condition it is still pending at this attempt), except
@@ -22,6 +22,10 @@
 //! - parked: the message to the dead-letter queue with its reason;
 //! - retry on a lane not yet spilling: one `UpdateItem` setting its flag;
 //!   delivered or parked on a spilling lane: the refill;
+//! - parked, last, once the outcome took: the failure counted in the
+//!   subscription's health over the record as stored (one consistent
+//!   `GetItem` and one conditional `UpdateItem`, again when another lane
+//!   wrote in between: [`super::health`]);
 //! - held (suspended) or dropped (unregistered): one conditional
 //!   `UpdateItem` marking the record, created if the delivery was never
 //!   attempted. When the record is past the attempts the delivery was read
@@ -32,10 +36,12 @@
 use std::collections::HashMap;
 
 use async_trait::async_trait;
-use hooklane_core::domain::{Delivery, Retake, SubscriptionId};
+use hooklane_core::domain::{Delivery, Health, Retake, SubscriptionId};
+use hooklane_core::health::HealthWrite;
 use hooklane_core::lane_rules::{self, LanePlan};
 use hooklane_core::ports::{
-    AttemptLog, End, Finish, LaneQueue, NewDelivery, StoreResult, SubscriptionStore, TenantSlot,
+    AttemptLog, End, Finish, Finished, LaneQueue, NewDelivery, StoreResult, SubscriptionStore,
+    TenantSlot,
 };
 use hooklane_core::record::ms;
 use hooklane_core::telemetry::Chain;
@@ -189,13 +195,16 @@ impl LaneQueue for AwsStore {
         Ok(())
     }
 
-    async fn finish(&self, d: &Delivery, finish: &Finish) -> StoreResult<bool> {
+    async fn finish(&self, d: &Delivery, finish: &Finish) -> StoreResult<Finished> {
         if matches!(finish.end, End::Held | End::Dropped) {
             return self
                 .records()
                 .end_unattempted_settled(d, finish.end.state())
                 .await
-                .map(|()| true);
+                .map(|()| Finished {
+                    took: true,
+                    health: None,
+                });
         }
         // The first attempt's start, noted at its begin, is forgotten
         // whatever happens next.
@@ -203,11 +212,15 @@ impl LaneQueue for AwsStore {
             Some(_) if d.attempts == 0 => self.first_starts.take(d),
             _ => None,
         };
-        // Health first: a delivered first attempt's outcome is its log
-        // entry, and a success once written is not attempted again.
-        if let Some(h) = &finish.health {
-            self.subs
-                .write_health(&d.tenant, &d.subscription_id, h)
+        // A success's health first: a delivered first attempt's outcome is
+        // its log entry, and a success once written is not attempted again.
+        // A failure's is counted once the outcome took (below), so that a
+        // redelivered message counts its delivery once.
+        let mut health = None;
+        if let Some(w @ HealthWrite::Set(_)) = &finish.health {
+            health = self
+                .subs
+                .write_health(&d.tenant, &d.subscription_id, w)
                 .await?;
         }
         let first_logged = match (&finish.attempt, first_start) {
@@ -228,8 +241,21 @@ impl LaneQueue for AwsStore {
         if !took {
             // Not pending at this attempt: finished before (a redelivered
             // message), or a later attempt took over.
-            return Ok(false);
+            return Ok(Finished { took, health });
         }
+        self.after_outcome_took(d, finish).await?;
+        // Last: the lane's moves above must not wait on it.
+        if let Some(w @ HealthWrite::Failed(_)) = &finish.health {
+            health = self.count_failure(d, w).await;
+        }
+        Ok(Finished { took, health })
+    }
+}
+
+impl AwsStore {
+    /// What follows an outcome this call recorded: the dead-letter copy of
+    /// a parked delivery, then the lane's plan (spill, refill, slow pool).
+    async fn after_outcome_took(&self, d: &Delivery, finish: &Finish) -> StoreResult<()> {
         let lane = (&d.tenant, &d.subscription_id, d.lane);
         let (end, pool) = (&finish.end, self.rules_pool());
         // The dead-letter copy goes first (whether it goes does not depend
@@ -246,12 +272,26 @@ impl LaneQueue for AwsStore {
             ..plan
         };
         self.carry_out(lane, plan, matches!(end, End::Retry(_)))
-            .await?;
-        Ok(true)
+            .await
     }
-}
 
-impl AwsStore {
+    /// A failed sequence counted in its subscription's health record, once
+    /// its outcome took; a write that fails leaves this one failure
+    /// uncounted (logged) rather than the outcome unfinished.
+    async fn count_failure(&self, d: &Delivery, w: &HealthWrite) -> Option<Health> {
+        match self
+            .subs
+            .write_health(&d.tenant, &d.subscription_id, w)
+            .await
+        {
+            Ok(health) => health,
+            Err(e) => {
+                tracing::warn!(subscription_id = d.subscription_id.as_str(), error = %Chain(&e), "counting a failed delivery in the health record failed");
+                None
+            }
+        }
+    }
+
     /// Deletes the dead-letter queue's copies of deliveries just replayed.
     async fn discard_dead_letter_copies(
         &self,

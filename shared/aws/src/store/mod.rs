@@ -40,6 +40,7 @@ mod deliveries;
 pub mod events;
 mod fan_out_path;
 mod first_attempt;
+mod health;
 mod items;
 mod lane_change;
 mod lane_flags;

@@ -5,7 +5,7 @@
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::AttributeValue;
-use hooklane_core::domain::{EventType, Health, Subscription, SubscriptionId, TenantId};
+use hooklane_core::domain::{EventType, Subscription, SubscriptionId, TenantId};
 use hooklane_core::ports::{StoreResult, SubscriptionStore};
 use hooklane_core::record::{ms, SubscriptionRecord};
 
@@ -13,31 +13,12 @@ use super::batches::Txn;
 use super::items::keys::{sub_sk, tenant_pk};
 use super::items::subscription::{editable_fields, from_item, to_item, EDITABLE};
 use super::subs::AwsSubscriptions;
-use super::{backend, get_s, is_condition_failed, key_of, readable_keyed, took_effect, Item};
+use super::{backend, get_s, is_condition_failed, key_of, readable_keyed, Item};
 use crate::{number_attr, string_attr};
 
 use super::table::UpdateBuilder;
 
 impl AwsSubscriptions {
-    /// Writes a subscription's health record (when a delivery's retry
-    /// sequence ended).
-    pub(crate) async fn write_health(
-        &self,
-        tenant: &TenantId,
-        id: &SubscriptionId,
-        health: &Health,
-    ) -> StoreResult<()> {
-        let value: AttributeValue = serde_dynamo::to_attribute_value(health).map_err(backend)?;
-        let res = self
-            .update_sub(tenant, id)
-            .update_expression("SET health = :h")
-            .condition_expression("attribute_exists(pk)")
-            .expression_attribute_values(":h", value)
-            .send()
-            .await;
-        took_effect(res).map(|_| ())
-    }
-
     /// Every live subscription of a tenant.
     pub(crate) async fn live_subscriptions(
         &self,
