@@ -66,15 +66,20 @@ pub fn unique_prefix() -> String {
     format!("t{}", &id.as_str()[4..])
 }
 
-/// Creates a fresh set of resources; returns the adapter over them.
-pub async fn fresh_store(visibility_secs: u64) -> hooklane_aws::AwsStore {
-    let sdk = sdk().await;
-    let settings = hooklane_aws::Resources {
+/// Creates a fresh set of resources (its queues' visibility timeout
+/// `visibility_secs`); returns their settings.
+pub async fn fresh_resources(visibility_secs: u64) -> hooklane_aws::Settings {
+    hooklane_aws::Resources {
         prefix: unique_prefix(),
         visibility: std::time::Duration::from_secs(visibility_secs),
     }
-    .create(&sdk)
+    .create(&sdk().await)
     .await
-    .expect("creating resources on the local AWS server");
-    hooklane_aws::AwsStore::new(&sdk, settings)
+    .expect("creating resources on the local AWS server")
+}
+
+/// Creates a fresh set of resources; returns the adapter over them.
+pub async fn fresh_store(visibility_secs: u64) -> hooklane_aws::AwsStore {
+    let settings = fresh_resources(visibility_secs).await;
+    hooklane_aws::AwsStore::new(&sdk().await, settings)
 }

@@ -162,13 +162,7 @@ async fn under_injected_aws_faults_nothing_accepted_is_lost_nothing_follows_a_de
     ]);
     // The resources are created directly; the server's every call then
     // goes through the proxy.
-    let settings = hooklane_aws::Resources {
-        prefix: aws::unique_prefix(),
-        visibility: Duration::from_secs(12),
-    }
-    .create(&aws::sdk().await)
-    .await
-    .expect("creating resources on the local AWS server");
+    let settings = aws::fresh_resources(12).await;
     let proxy = FaultProxy::start(&aws::endpoint()).await;
     let server = Server::start_aws_with(env, aws::sdk_at(&proxy.endpoint).await, settings).await;
     proxy.set_rate(RATE);

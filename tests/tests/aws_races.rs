@@ -47,13 +47,7 @@ async fn two_fleets_racing_to_suspend_one_subscription_send_one_notice() {
         ("HOOKLANE_OPERATOR_WEBHOOK_SECRET", OPERATOR_SECRET),
     ]);
     let sdk = aws::sdk().await;
-    let settings = hooklane_aws::Resources {
-        prefix: aws::unique_prefix(),
-        visibility: Duration::from_secs(60),
-    }
-    .create(&sdk)
-    .await
-    .expect("creating resources on the local AWS server");
+    let settings = aws::fresh_resources(60).await;
     let a = Server::start_aws_with(env.clone(), sdk.clone(), settings.clone()).await;
     let b = Server::start_aws_with(env, sdk, settings).await;
 

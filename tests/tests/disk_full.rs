@@ -1,13 +1,22 @@
-//! Disk full (embedded, G1): `hooklane serve` runs as a child process, and
-//! its file-size limit (`RLIMIT_FSIZE`, what `ulimit -f` sets) is lowered
-//! to just above its files' sizes, so the database soon cannot grow: to
-//! SQLite this is a full disk. Publishing then answers 503
-//! `application/problem+json` with `Retry-After`, the process keeps
-//! running, nothing answered 202 is lost, and once the limit is raised
-//! again the same process accepts and delivers as before.
+//! Disk full (embedded, G1), two ways, `hooklane serve` running as a child
+//! process each time:
+//! - its file-size limit (`RLIMIT_FSIZE`, what `ulimit -f` sets) is
+//!   lowered to just above its files' sizes, so the database soon cannot
+//!   grow: to SQLite this is a full disk;
+//! - the database lives on a 4 MiB tmpfs the test mounts (as root, or
+//!   through `sudo -n`; where neither can mount, that test says so and
+//!   passes without running), filled by publishing, then grown with
+//!   `mount -o remount,size=64m`.
+//!
+//! Publishing then answers 503 `application/problem+json` with
+//! `Retry-After`; deliveries whose progress cannot be written wait (none is
+//! marked failed for it); the process keeps running; nothing answered 202
+//! is lost; and once there is room again the same process accepts the
+//! refused event sent again and delivers everything, without a restart.
 
 use std::collections::HashSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use hooklane_tests::child::{self, free_port, hooklane_binary, State};
@@ -73,6 +82,20 @@ async fn publish(server: &Server, id: &str) -> (u16, String, Option<String>) {
         header("content-type").unwrap_or_default(),
         header("retry-after"),
     )
+}
+
+/// Whether every id in `accepted` reached the receiver's `sink` within
+/// `within`.
+async fn all_arrived(rx: &Receiver, accepted: &HashSet<String>, within: Duration) -> bool {
+    eventually(within, || {
+        let seen: HashSet<String> = rx
+            .requests("sink")
+            .iter()
+            .map(|r| r.header("webhook-id"))
+            .collect();
+        accepted.iter().all(|id| seen.contains(id))
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -160,18 +183,163 @@ async fn a_full_disk_answers_503_with_retry_after_loses_nothing_and_recovers_wit
         assert_eq!(publish(&server, &id).await.0, 202);
         accepted.insert(id);
     }
-    let arrived = eventually(Duration::from_secs(60), || {
-        let seen: HashSet<String> = rx
-            .requests("sink")
-            .iter()
-            .map(|r| r.header("webhook-id"))
-            .collect();
-        accepted.iter().all(|id| seen.contains(id))
-    })
-    .await;
+    let arrived = all_arrived(&rx, &accepted, Duration::from_secs(60)).await;
     let still_running = serve.try_wait().expect("the child's state").is_none();
     let _ = serve.kill();
     let _ = serve.wait();
+    assert!(still_running, "the same process went on (no restart)");
+    assert!(
+        arrived,
+        "every event answered 202 arrived ({} of {}); log:\n{}",
+        rx.count("sink"),
+        accepted.len(),
+        child::tail(&log, 30)
+    );
+}
+
+/// Most publishes tried before the tmpfs must be full.
+const MAX_FS_PUBLISHES: usize = 4000;
+
+/// A tmpfs mounted for the test, unmounted when dropped.
+struct Mounted {
+    dir: PathBuf,
+    sudo: bool,
+}
+
+impl Mounted {
+    /// Mounts a tmpfs of `size` at `dir`, or says why it cannot.
+    fn tmpfs(dir: &Path, size: &str) -> Result<Self, String> {
+        let mut why = Vec::new();
+        for sudo in [false, true] {
+            let out = mount_cmd(sudo)
+                .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+                .arg(dir)
+                .output();
+            match out {
+                Ok(o) if o.status.success() => {
+                    return Ok(Self {
+                        dir: dir.to_owned(),
+                        sudo,
+                    })
+                }
+                Ok(o) => why.push(String::from_utf8_lossy(&o.stderr).trim().to_owned()),
+                Err(e) => why.push(e.to_string()),
+            }
+        }
+        Err(why.join("; "))
+    }
+
+    /// Grows the filesystem to `size`.
+    fn resize(&self, size: &str) {
+        let ok = mount_cmd(self.sudo)
+            .args(["-o", &format!("remount,size={size}")])
+            .arg(&self.dir)
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "remounting the tmpfs at {size}");
+    }
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let mut umount = if self.sudo {
+            let mut c = Command::new("sudo");
+            c.args(["-n", "umount"]);
+            c
+        } else {
+            Command::new("umount")
+        };
+        let _ = umount.arg("-l").arg(&self.dir).status();
+    }
+}
+
+fn mount_cmd(sudo: bool) -> Command {
+    if sudo {
+        let mut c = Command::new("sudo");
+        c.args(["-n", "mount"]);
+        c
+    } else {
+        Command::new("mount")
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_filesystem_refuses_publishes_pauses_deliveries_and_recovers_when_grown() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = match Mounted::tmpfs(dir.path(), "4m") {
+        Ok(fs) => fs,
+        Err(why) => {
+            eprintln!("SKIPPED: this machine cannot mount a tmpfs for the test ({why})");
+            return;
+        }
+    };
+    let bin = hooklane_binary();
+    let state = State::Db(fs.dir.join("full.db"));
+    let logs = tempfile::tempdir().unwrap();
+    let (port, log) = (free_port(), logs.path().join("serve.log"));
+    let mut serve = child::spawn(&bin, port, &state, &log, &test_env(&[]));
+    let server = Server::connect(&format!("http://127.0.0.1:{port}")).await;
+    let rx = Receiver::start().await;
+    server.subscribe("acme", &rx.url("sink"), &["*"]).await;
+
+    let run = hooklane_tests::aws::unique_prefix();
+    let mut accepted: HashSet<String> = HashSet::new();
+    let mut refused = None;
+    for n in 0..MAX_FS_PUBLISHES {
+        let id = format!("{run}-{n}");
+        match publish(&server, &id).await {
+            (202, _, _) => {
+                accepted.insert(id);
+            }
+            answer => {
+                refused = Some((id, answer));
+                break;
+            }
+        }
+    }
+    let tail = child::tail(&log, 30);
+    let Some((refused_id, (status, _, retry_after))) = refused else {
+        panic!("{MAX_FS_PUBLISHES} publishes never filled the filesystem; log:\n{tail}");
+    };
+    assert_eq!(status, 503, "a full filesystem answers 503; log:\n{tail}");
+    assert!(
+        retry_after.and_then(|v| v.parse::<u64>().ok()).is_some(),
+        "a 503 says when to retry"
+    );
+    // What arrives while it is full (printed): deliveries whose progress
+    // cannot be written wait for space.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let paused_at = rx.count("sink");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let still = (rx.count("sink"), publish(&server, &refused_id).await.0);
+    assert!(
+        serve.try_wait().expect("the child's state").is_none(),
+        "serve survived the full filesystem"
+    );
+
+    fs.resize("64m");
+    let again = Instant::now() + Duration::from_secs(30);
+    let mut status = 0;
+    while status != 202 && Instant::now() < again {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        status = publish(&server, &refused_id).await.0;
+    }
+    assert_eq!(
+        status, 202,
+        "the refused event is accepted once space is back"
+    );
+    accepted.insert(refused_id);
+    let arrived = all_arrived(&rx, &accepted, Duration::from_secs(120)).await;
+    let still_running = serve.try_wait().expect("the child's state").is_none();
+    let _ = serve.kill();
+    let _ = serve.wait();
+    eprintln!(
+        "accepted {}, arrived while full {paused_at} then {}, refused again {}",
+        accepted.len(),
+        still.0,
+        still.1
+    );
+    assert_eq!(still.1, 503, "still full two seconds on");
     assert!(still_running, "the same process went on (no restart)");
     assert!(
         arrived,

@@ -47,10 +47,26 @@ pub struct Seen {
 /// records the body's `data.k` and `data.n`; anything else answers 204 (or
 /// 503 while down).
 pub async fn receiver() -> anyhow::Result<(SocketAddr, Arc<Seen>)> {
+    let seen = Arc::new(Seen::default());
+    let addr = serve_loopback(seen.clone(), answer).await?;
+    Ok((addr, seen))
+}
+
+/// An answer of a loopback receiver.
+pub type Answered = Result<Response<Full<Bytes>>, Infallible>;
+
+/// Serves HTTP/1.1 on a loopback port, each request answered by `answer`
+/// with `state` (a task per connection); the address.
+pub async fn serve_loopback<S, Fut>(
+    state: Arc<S>,
+    answer: fn(Arc<S>, Request<Incoming>) -> Fut,
+) -> anyhow::Result<SocketAddr>
+where
+    S: Send + Sync + 'static,
+    Fut: std::future::Future<Output = Answered> + Send + 'static,
+{
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
-    let seen = Arc::new(Seen::default());
-    let state = seen.clone();
     tokio::spawn(async move {
         while let Ok((stream, _)) = listener.accept().await {
             let state = state.clone();
@@ -62,13 +78,10 @@ pub async fn receiver() -> anyhow::Result<(SocketAddr, Arc<Seen>)> {
             });
         }
     });
-    Ok((addr, seen))
+    Ok(addr)
 }
 
-async fn answer(
-    seen: Arc<Seen>,
-    req: Request<Incoming>,
-) -> Result<Response<Full<Bytes>>, Infallible> {
+async fn answer(seen: Arc<Seen>, req: Request<Incoming>) -> Answered {
     if req.uri().path().starts_with("/hang/") {
         seen.hanging.fetch_add(1, Ordering::Relaxed);
         std::future::pending::<()>().await;

@@ -8,8 +8,9 @@ use hooklane_core::domain::{Attempt, SubscriptionId, TenantId};
 use hooklane_core::ports::{AttemptLog, StoreError, StoreResult};
 
 use super::items::attempt::{attempt_item, attempt_of};
+use super::items::event::expired;
 use super::items::keys::log_pk;
-use super::{backend, get_n, padded, readable, time_seq, took_effect};
+use super::{backend, padded, readable, time_seq, took_effect};
 use crate::string_attr;
 
 /// Sequences an entry draws before its write gives up (each taken key
@@ -68,7 +69,7 @@ impl AttemptLog for AwsAttemptLog {
         before: Option<i64>,
         limit: usize,
     ) -> StoreResult<Vec<(i64, Attempt)>> {
-        let now = time::OffsetDateTime::now_utc().unix_timestamp();
+        let now = time::OffsetDateTime::now_utc();
         let mut out = Vec::new();
         let mut start = None;
         // Page on until `limit` entries are found: expired items and claims
@@ -95,9 +96,7 @@ impl AttemptLog for AwsAttemptLog {
                 .map_err(backend)?;
             for item in resp.items.unwrap_or_default() {
                 // A claim (`first_attempt`) is no attempt.
-                if get_n(&item, "expires_at").is_some_and(|exp| exp < now)
-                    || item.contains_key("claim")
-                {
+                if expired(&item, now) || item.contains_key("claim") {
                     continue;
                 }
                 out.extend(readable("attempt", &item, attempt_of(&item))?);

@@ -16,6 +16,7 @@ use hooklane_core::record::ms;
 
 use super::items::attrs::truncate;
 use super::items::dead_letter::dead_letter_of;
+use super::items::event::expired;
 use super::items::keys::{parked_pk, record_pk, record_sk};
 use super::{backend, get_s, padded, readable, took_effect};
 use crate::messages::{dedup_id, DeliveryMessage};
@@ -181,8 +182,10 @@ impl DeadLetters for AwsDeadLetters {
             .key_condition_expression("gsi2pk = :pk AND gsi2sk > :after")
             .expression_attribute_values(":pk", string_attr(parked_pk(tenant)))
             .expression_attribute_values(":after", string_attr(padded(after.unwrap_or(0))));
+        let now = time::OffsetDateTime::now_utc();
         super::query_items(query, limit, |item| {
-            if get_s(&item, "state") != Some("parked") {
+            // Past its retention, and not deleted by TTL yet: not served.
+            if get_s(&item, "state") != Some("parked") || expired(&item, now) {
                 return Ok(None);
             }
             let dl = readable("parked delivery", &item, dead_letter_of(&item))?;

@@ -224,13 +224,22 @@ impl AwsArchive {
             .query()
             .table_name(&self.settings.table)
             .key_condition_expression("pk = :pk AND begins_with(sk, :e)")
-            .filter_expression("created_at BETWEEN :since AND :until")
+            // An item past its retention that TTL has not deleted yet is
+            // not served (TTL deletes within days, not at the second).
+            .filter_expression(
+                "created_at BETWEEN :since AND :until \
+                 AND (attribute_not_exists(expires_at) OR expires_at >= :now)",
+            )
             .projection_expression("pk, sk, id, #type, created_at, ordering_key, only_for")
             .expression_attribute_names("#type", "type")
             .expression_attribute_values(":pk", string_attr(tenant_pk(tenant)))
             .expression_attribute_values(":e", string_attr("E#"))
             .expression_attribute_values(":since", number_attr(ms(since)))
-            .expression_attribute_values(":until", number_attr(ms(until)));
+            .expression_attribute_values(":until", number_attr(ms(until)))
+            .expression_attribute_values(
+                ":now",
+                number_attr(OffsetDateTime::now_utc().unix_timestamp()),
+            );
         super::query_items(query, usize::MAX, |item| {
             readable("event", &item, archived_of(&item))
         })

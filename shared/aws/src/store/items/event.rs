@@ -54,7 +54,9 @@ fn ordering_key(item: &Item) -> StoreResult<Option<OrderingKey>> {
         .transpose()
 }
 
-/// Whether an event item's time to live has passed.
+/// Whether an item's time to live (`expires_at`) has passed: DynamoDB's
+/// TTL deletes it some time later (within days), and until then no read
+/// serves it.
 pub(crate) fn expired(item: &Item, now: time::OffsetDateTime) -> bool {
     get_n(item, "expires_at").is_some_and(|exp| exp < now.unix_timestamp())
 }
