@@ -33,7 +33,7 @@ const PROVISIONED_WRITE_UNIT: f64 = 0.00065 / 3600.0;
 const PROVISIONED_READ_UNIT: f64 = 0.00013 / 3600.0;
 
 /// Starts moto from `.venv` on a free loopback port.
-fn moto() -> anyhow::Result<(Child, String)> {
+pub(crate) fn moto() -> anyhow::Result<(Child, String)> {
     let port = std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port();

@@ -12,6 +12,8 @@ mod machine;
 mod publish;
 mod report;
 mod rig;
+mod soak;
+mod soak_receivers;
 
 use clap::{Parser, Subcommand};
 
@@ -161,6 +163,8 @@ enum Figure {
     /// Every figure that needs no AWS account, written as BENCHMARKS.md's
     /// results table.
     Report(report::Args),
+    /// 12: a soak with kills and restarts; lost must be 0.
+    Soak(soak::Args),
 }
 
 #[tokio::main]
@@ -330,6 +334,7 @@ async fn main() -> anyhow::Result<()> {
         }
         Figure::Lambda(args) => lambda::run(args).await?,
         Figure::Report(args) => report::run(bin, args).await?,
+        Figure::Soak(args) => soak::run(bin, args).await?,
         Figure::Publish {
             count,
             publishers,
