@@ -330,9 +330,14 @@ async fn a_full_filesystem_refuses_publishes_pauses_deliveries_and_recovers_when
     );
     accepted.insert(refused_id);
     let arrived = all_arrived(&rx, &accepted, Duration::from_secs(120)).await;
+    // None parked: a delivery that waited for space is not a failed one.
+    let (_, dead) = server
+        .call("GET", "/v1/tenants/acme/dead-letters", None)
+        .await;
     let still_running = serve.try_wait().expect("the child's state").is_none();
     let _ = serve.kill();
     let _ = serve.wait();
+    assert_eq!(dead["items"], serde_json::json!([]), "nothing parked");
     eprintln!(
         "accepted {}, arrived while full {paused_at} then {}, refused again {}",
         accepted.len(),

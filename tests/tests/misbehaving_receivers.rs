@@ -30,8 +30,9 @@ use serde_json::{json, Value};
 
 /// The attempt timeout of the run.
 const TIMEOUT_MS: u64 = 2_000;
-/// What an attempt's recorded duration may exceed the timeout by.
-const SCHEDULING: u64 = 200;
+/// What an attempt's recorded duration may exceed the timeout by: the time
+/// its timer takes to be served on a busy two-core machine.
+const SCHEDULING: u64 = 500;
 /// How much the server's peak memory may grow while the 10 MB and the
 /// endless bodies are sent, once everything else has run: less than half
 /// of one such body.
@@ -296,6 +297,9 @@ async fn misbehaving_receivers_are_classified_bounded_and_cost_no_memory(backend
 /// subscriptions of `big.*`), once everything else has run; the server's
 /// peak memory before and after their attempts.
 async fn big_bodies(server: &Server, cases: &[Case], pid: u32) -> (u64, u64) {
+    // The peak starts again from the memory in use now (`clear_refs` 5
+    // resets `VmHWM`), so an earlier, higher peak cannot hide this one.
+    let _ = std::fs::write(format!("/proc/{pid}/clear_refs"), "5");
     let before = peak_rss(pid);
     for n in 0..2 {
         server.publish("acme", "big.body", json!({ "n": n })).await;

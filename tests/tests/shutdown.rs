@@ -5,7 +5,7 @@
 //! - at `serve`'s defaults (attempt timeout 15 s, `HOOKLANE_SHUTDOWN_GRACE`
 //!   10 s), an attempt in flight at the signal finishes and its outcome is
 //!   recorded, no attempt starts after it, and the process exits 0 within
-//!   the README's bound (the grace plus half a second); restarted over the
+//!   the README's bound (the grace plus a second); restarted over the
 //!   same state, the delivery shows delivered at its first attempt, and the
 //!   receiver saw it once;
 //! - an attempt still running when the grace ends is left to the next
@@ -22,7 +22,7 @@ use hooklane_tests::{eventually, on_both_backends, test_env, Backend, Receiver, 
 use serde_json::{json, Value};
 
 /// What the README promises beyond the grace: the exit itself.
-const EXIT: Duration = Duration::from_millis(500);
+const EXIT: Duration = Duration::from_secs(1);
 
 fn state_of(backend: Backend, dir: &std::path::Path) -> State {
     match backend {
@@ -49,7 +49,12 @@ async fn proven_then_held(server: &Server, rx: &Receiver, name: &str) -> (Value,
 }
 
 /// Sends `signal` to `serving` and waits for its exit, at most `bound`.
-fn stop(serving: &mut Child, signal: &str, bound: Duration, log: &std::path::Path) -> ExitStatus {
+async fn stop(
+    serving: &mut Child,
+    signal: &str,
+    bound: Duration,
+    log: &std::path::Path,
+) -> ExitStatus {
     let signalled = Instant::now();
     let sent = Command::new("kill")
         .args([signal, &serving.id().to_string()])
@@ -60,7 +65,7 @@ fn stop(serving: &mut Child, signal: &str, bound: Duration, log: &std::path::Pat
         if let Some(status) = serving.try_wait().expect("wait") {
             return status;
         }
-        std::thread::sleep(Duration::from_millis(20));
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let _ = serving.kill();
     let _ = serving.wait();
@@ -98,7 +103,7 @@ async fn sigterm_lets_the_attempt_in_flight_finish_and_record_its_outcome_then_e
     let server = Server::connect(&format!("http://127.0.0.1:{port}")).await;
     let (sub, event) = proven_then_held(&server, &rx, "slow").await;
 
-    let status = stop(&mut serving, "-TERM", grace + EXIT, &log);
+    let status = stop(&mut serving, "-TERM", grace + EXIT, &log).await;
     let tail = child::tail(&log, 30);
     assert!(status.success(), "a clean exit ({status}); log:\n{tail}");
     assert_eq!(rx.count("slow"), 2, "the receiver saw the attempt once");
@@ -160,7 +165,7 @@ async fn an_attempt_running_past_the_grace_is_made_again_after_the_restart_with_
     let (sub, event) = proven_then_held(&server, &rx, "held").await;
 
     // Ctrl-C, as a terminal sends it.
-    let status = stop(&mut serving, "-INT", grace + EXIT, &log);
+    let status = stop(&mut serving, "-INT", grace + EXIT, &log).await;
     let tail = child::tail(&log, 30);
     assert!(status.success(), "a clean exit ({status}); log:\n{tail}");
 

@@ -56,7 +56,6 @@ impl Default for ReadTimeouts {
     }
 }
 
-/// How long shutdown waits for requests in progress.
 /// Serves `app` on `listener` until `shutdown` resolves, then lets
 /// requests in progress finish, for at most `grace`. Returns when the stop
 /// began, from which the caller's own waits count.

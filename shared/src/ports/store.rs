@@ -281,9 +281,12 @@ pub trait LaneQueue: Send + Sync {
     /// at that attempt (ended before, or a later attempt took over), so one
     /// process of those that race on an outcome acts on it. Held and
     /// dropped ends, which nothing acts on, may answer `took` either way.
-    /// The health write is applied to the record as stored at that moment,
-    /// atomically ([`crate::health::HealthWrite`]), and the record written
-    /// is returned.
+    /// The health write is applied to the record as stored when it is
+    /// written, with nothing written in between
+    /// ([`crate::health::HealthWrite`]), and the record written is
+    /// returned. A failed sequence's is counted once its outcome took (an
+    /// adapter that writes it apart, AWS, may lose that one count to a
+    /// crash in between, never count it twice).
     async fn finish(&self, d: &Delivery, finish: &Finish) -> StoreResult<Finished>;
     /// Whether this process makes `d`'s attempt, right after its
     /// subscription was read: a queue with a pool for slow lanes (AWS)

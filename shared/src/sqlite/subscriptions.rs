@@ -86,7 +86,12 @@ pub(super) fn write_health(
     let Some(stored) = stored else {
         return Ok(None);
     };
-    let health = write.over(&serde_json::from_str(&stored).unwrap_or_default());
+    let stored: Health = serde_json::from_str(&stored).unwrap_or_else(|e| {
+        // Counted from nothing rather than the delivery's end refused.
+        crate::record::unreadable("health record", id.as_str(), &e.to_string());
+        Health::default()
+    });
+    let health = write.over(&stored);
     conn.prepare_cached("UPDATE subscriptions SET health = ?3 WHERE id = ?1 AND tenant = ?2")?
         .execute(params![id.as_str(), tenant.as_str(), json(&health)])?;
     Ok(Some(health))

@@ -32,18 +32,37 @@ const LAMBDA_REQUEST: f64 = 0.20 / 1e6;
 const PROVISIONED_WRITE_UNIT: f64 = 0.00065 / 3600.0;
 const PROVISIONED_READ_UNIT: f64 = 0.00013 / 3600.0;
 
-/// Starts moto from `.venv` on a free loopback port.
+/// Starts the local AWS-compatible server as the tests run it (moto from
+/// `.venv` through `tests/moto_server.py`, which applies each DynamoDB item
+/// operation whole, as DynamoDB does) on a free loopback port, and waits
+/// until it takes connections (at most 30 s).
 pub(crate) fn moto() -> anyhow::Result<(Child, String)> {
     let port = std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port();
-    let child = Command::new(".venv/bin/moto_server")
-        .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+    let mut child = Command::new(".venv/bin/python")
+        .args([
+            "tests/moto_server.py",
+            "-H",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .context("starting .venv/bin/moto_server (tests/run.sh installs it)")?;
-    Ok((child, format!("http://127.0.0.1:{port}")))
+        .context(
+            "starting tests/moto_server.py with .venv/bin/python (tests/run.sh installs moto)",
+        )?;
+    for _ in 0..300 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return Ok((child, format!("http://127.0.0.1:{port}")));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    anyhow::bail!("the local AWS-compatible server did not start on port {port}")
 }
 
 /// Parses `hooklane_aws_calls_total{service="…",operation="…"} n` lines.

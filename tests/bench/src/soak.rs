@@ -140,6 +140,19 @@ impl Server {
     }
 }
 
+/// The local AWS-compatible server of `--backend aws`, stopped when
+/// dropped (an error included).
+struct Moto(Option<Child>);
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        if let Some(m) = &mut self.0 {
+            let _ = m.kill();
+            let _ = m.wait();
+        }
+    }
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -177,7 +190,8 @@ async fn call(
     Some((status, resp.json().await.unwrap_or_default()))
 }
 
-/// Calls until the server answers (it may be restarting), at most a minute.
+/// Calls until the server answers (it may be restarting), at most 300
+/// tries 200 ms apart, each within its own 30 s timeout.
 async fn call_through(
     http: &reqwest::Client,
     base: &str,
@@ -195,7 +209,8 @@ async fn call_through(
 }
 
 /// Publishes at `rate` per second until `until`, each event sent again with
-/// its id until answered 202 or 200 (at most a minute); the ids accepted.
+/// its id until answered 202 or 200 (within [`call_through`]'s tries); the
+/// ids accepted.
 async fn publish(base: String, rate: u64, until: Instant, accepted: Arc<Mutex<Vec<String>>>) {
     let http = reqwest::Client::new();
     let run = std::process::id();
@@ -217,7 +232,7 @@ async fn publish(base: String, rate: u64, until: Instant, accepted: Arc<Mutex<Ve
             }
         });
     }
-    // Each ends within a minute (call_through's bound).
+    // Each ends within call_through's bound.
     while sent.join_next().await.is_some() {}
 }
 
@@ -243,13 +258,12 @@ async fn parked(http: &reqwest::Client, base: &str, sub: &str) -> anyhow::Result
 /// Runs the soak and prints its figures.
 pub async fn run(bin: &str, args: Args) -> anyhow::Result<()> {
     let (addr, seen) = soak_receivers::start().await?;
-    let mut moto = None;
+    let mut moto = Moto(None);
     let aws = match args.backend.as_str() {
         "embedded" => None,
         "aws" => {
             let (child, endpoint) = crate::aws_cost::moto()?;
-            moto = Some(child);
-            tokio::time::sleep(Duration::from_secs(3)).await;
+            moto.0 = Some(child);
             Some((endpoint, format!("soak{}", std::process::id())))
         }
         other => anyhow::bail!("--backend: embedded or aws, not {other}"),
@@ -280,7 +294,13 @@ pub async fn run(bin: &str, args: Args) -> anyhow::Result<()> {
     let accepted = Arc::new(Mutex::new(Vec::new()));
     let publishing = tokio::spawn(publish(base.clone(), args.rate, until, accepted.clone()));
     let (mut samples, mut kills) = (Vec::new(), 0);
-    let mut seed = u64::from(std::process::id()) | 1;
+    // `HOOKLANE_TEST_SEED` replays a run's kill times.
+    let mut seed = std::env::var("HOOKLANE_TEST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(u64::from(std::process::id()))
+        | 1;
+    println!("soak: kill times from seed {seed} (HOOKLANE_TEST_SEED={seed} replays them)");
     let mut next_kill = started + Duration::from_secs(30 + next(&mut seed) % 60);
     while Instant::now() < until {
         tokio::time::sleep(Duration::from_secs(10)).await;
@@ -310,11 +330,7 @@ pub async fn run(bin: &str, args: Args) -> anyhow::Result<()> {
         samples,
     };
     let lost = report.print(&http, &base, &seen, &subs, &accepted).await?;
-    drop(server);
-    if let Some(mut m) = moto {
-        let _ = m.kill();
-        let _ = m.wait();
-    }
+    drop((server, moto));
     anyhow::ensure!(lost == 0, "{lost} deliveries of accepted events were lost");
     Ok(())
 }

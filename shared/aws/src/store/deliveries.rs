@@ -243,12 +243,13 @@ impl LaneQueue for AwsStore {
             // message), or a later attempt took over.
             return Ok(Finished { took, health });
         }
-        self.after_outcome_took(d, finish).await?;
-        // Last: the lane's moves above must not wait on it.
+        let moved = self.after_outcome_took(d, finish).await;
+        // Whatever the lane's moves did: a message that comes back finds
+        // the outcome taken and counts nothing.
         if let Some(w @ HealthWrite::Failed(_)) = &finish.health {
             health = self.count_failure(d, w).await;
         }
-        Ok(Finished { took, health })
+        moved.map(|()| Finished { took, health })
     }
 }
 

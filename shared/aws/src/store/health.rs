@@ -14,8 +14,8 @@ use super::{backend, took_effect};
 use crate::string_attr;
 
 /// How often a failed sequence's health write is tried over a record that
-/// other lanes keep changing, before the write fails (and the delivery's
-/// message comes back).
+/// other lanes keep changing, before it gives up (the caller logs it, and
+/// that one failure goes uncounted).
 const HEALTH_TRIES: usize = 8;
 
 impl AwsSubscriptions {
