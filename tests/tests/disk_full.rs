@@ -84,6 +84,18 @@ async fn publish(server: &Server, id: &str) -> (u16, String, Option<String>) {
     )
 }
 
+/// Publishes `id` again every 200 ms, as a publisher told to retry would,
+/// until it is answered 202 (at most 30 s); the last status.
+async fn sent_again(server: &Server, id: &str) -> u16 {
+    let again = Instant::now() + Duration::from_secs(30);
+    let mut status = 0;
+    while status != 202 && Instant::now() < again {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        status = publish(server, id).await.0;
+    }
+    status
+}
+
 /// Whether every id in `accepted` reached the receiver's `sink` within
 /// `within`.
 async fn all_arrived(rx: &Receiver, accepted: &HashSet<String>, within: Duration) -> bool {
@@ -166,14 +178,9 @@ async fn a_full_disk_answers_503_with_retry_after_loses_nothing_and_recovers_wit
 
     set_file_size_limit(serve.id(), rlimit::INFINITY);
     // The publisher sends the refused event again, as Retry-After says.
-    let again = Instant::now() + Duration::from_secs(30);
-    let mut status = 0;
-    while status != 202 && Instant::now() < again {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        status = publish(&server, &refused_id).await.0;
-    }
     assert_eq!(
-        status, 202,
+        sent_again(&server, &refused_id).await,
+        202,
         "the refused event is accepted once space is back"
     );
     accepted.insert(refused_id);
@@ -318,14 +325,9 @@ async fn a_full_filesystem_refuses_publishes_pauses_deliveries_and_recovers_when
     );
 
     fs.resize("64m");
-    let again = Instant::now() + Duration::from_secs(30);
-    let mut status = 0;
-    while status != 202 && Instant::now() < again {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        status = publish(&server, &refused_id).await.0;
-    }
     assert_eq!(
-        status, 202,
+        sent_again(&server, &refused_id).await,
+        202,
         "the refused event is accepted once space is back"
     );
     accepted.insert(refused_id);
