@@ -84,6 +84,19 @@ async fn publish(server: &Server, id: &str) -> (u16, String, Option<String>) {
     )
 }
 
+/// `serve` over the database `db` (a child process logging into `logs`:
+/// not on the filesystem that fills, so a failing test can read the log),
+/// with one subscription of `acme` to the receiver's `sink`.
+async fn serving(db: &Path, logs: &Path) -> (std::process::Child, Server, Receiver, PathBuf) {
+    let (port, log) = (free_port(), logs.join("serve.log"));
+    let state = State::Db(db.to_owned());
+    let serve = child::spawn(&hooklane_binary(), port, &state, &log, &test_env(&[]));
+    let server = Server::connect(&format!("http://127.0.0.1:{port}")).await;
+    let rx = Receiver::start().await;
+    server.subscribe("acme", &rx.url("sink"), &["*"]).await;
+    (serve, server, rx, log)
+}
+
 /// Publishes `id` again every 200 ms, as a publisher told to retry would,
 /// until it is answered 202 (at most 30 s); the last status.
 async fn sent_again(server: &Server, id: &str) -> u16 {
@@ -112,17 +125,9 @@ async fn all_arrived(rx: &Receiver, accepted: &HashSet<String>, within: Duration
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_disk_answers_503_with_retry_after_loses_nothing_and_recovers_without_a_restart() {
-    let bin = hooklane_binary();
     let dir = tempfile::tempdir().unwrap();
-    let state = State::Db(dir.path().join("full.db"));
-    // The log lives elsewhere: the limit applies to every file the process
-    // writes, and the test reads the log when it fails.
     let logs = tempfile::tempdir().unwrap();
-    let (port, log) = (free_port(), logs.path().join("serve.log"));
-    let mut serve = child::spawn(&bin, port, &state, &log, &test_env(&[]));
-    let server = Server::connect(&format!("http://127.0.0.1:{port}")).await;
-    let rx = Receiver::start().await;
-    server.subscribe("acme", &rx.url("sink"), &["*"]).await;
+    let (mut serve, server, rx, log) = serving(&dir.path().join("full.db"), logs.path()).await;
 
     let run = hooklane_tests::aws::unique_prefix();
     let mut accepted: HashSet<String> = HashSet::new();
@@ -280,14 +285,8 @@ async fn a_full_filesystem_refuses_publishes_pauses_deliveries_and_recovers_when
             return;
         }
     };
-    let bin = hooklane_binary();
-    let state = State::Db(fs.dir.join("full.db"));
     let logs = tempfile::tempdir().unwrap();
-    let (port, log) = (free_port(), logs.path().join("serve.log"));
-    let mut serve = child::spawn(&bin, port, &state, &log, &test_env(&[]));
-    let server = Server::connect(&format!("http://127.0.0.1:{port}")).await;
-    let rx = Receiver::start().await;
-    server.subscribe("acme", &rx.url("sink"), &["*"]).await;
+    let (mut serve, server, rx, log) = serving(&fs.dir.join("full.db"), logs.path()).await;
 
     let run = hooklane_tests::aws::unique_prefix();
     let mut accepted: HashSet<String> = HashSet::new();
