@@ -121,6 +121,53 @@ async fn delete(store: &AwsStore, url: &str, m: &aws_sdk_sqs::types::Message) {
         .expect("delete");
 }
 
+/// The local server keeps a FIFO group's order as SQS does when received
+/// messages time out: the group is handed out again from its first
+/// message, never a later one first (the tests of lane order rely on it;
+/// `tests/moto_server.py` mends moto there).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_local_server_hands_a_timed_out_group_out_again_from_its_first_message() {
+    let store = fresh_store(30).await;
+    let url = store.settings().delivery_queue_url.clone();
+    for n in 0..4 {
+        store
+            .sqs()
+            .send_message()
+            .queue_url(&url)
+            .message_group_id("g")
+            .message_deduplication_id(format!("m{n}"))
+            .message_body(format!("m{n}"))
+            .send()
+            .await
+            .expect("send");
+    }
+    let bodies = |msgs: &[aws_sdk_sqs::types::Message]| -> Vec<String> {
+        msgs.iter()
+            .map(|m| m.body().unwrap_or_default().to_owned())
+            .collect()
+    };
+    let first = store
+        .sqs()
+        .receive_message()
+        .queue_url(&url)
+        .max_number_of_messages(3)
+        .visibility_timeout(1)
+        .send()
+        .await
+        .expect("receive")
+        .messages
+        .unwrap_or_default();
+    assert_eq!(bodies(&first), ["m0", "m1", "m2"]);
+    tokio::time::sleep(Duration::from_millis(2200)).await;
+    let again = receive(&store, &url).await;
+    assert_eq!(
+        bodies(&again).first().map(String::as_str),
+        Some("m0"),
+        "{:?}",
+        bodies(&again)
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_aws_adapters_pass_the_storage_contract() {
     contract::run_all(&Aws(fresh_store(30).await)).await;
@@ -427,6 +474,69 @@ async fn an_unreadable_message_is_parked_with_the_reason_and_its_group_goes_on()
     assert_eq!(parked.len(), 1, "{parked:?}");
     assert_eq!(parked[0].0, "{not json", "kept as it was");
     assert!(parked[0].1.contains("does not parse"), "{parked:?}");
+    assert!(unreadable_count() > before, "counted");
+}
+
+/// An ingest message that does not parse fails alone: it is moved as it
+/// is, with the reason, to the ingest queue's dead-letter queue at once
+/// (not after the redrive's ten receives), and the events around it, of
+/// the same tenant's group, still fan out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreadable_ingest_message_goes_to_its_dead_letter_queue_with_the_reason_and_the_batch_goes_on(
+) {
+    let store = fresh_store(30).await;
+    let env = test_env(&[]);
+    let config = Config::from_lookup(|k| env.get(k).cloned()).unwrap();
+    let engine =
+        hooklane_aws::wiring::engine(config, &store, &hooklane_tests::aws::sdk().await, None)
+            .unwrap();
+    let fan = fan_out_function(engine, &store);
+    let tenant = TenantId::parse("acme").unwrap();
+    let subs = subscribed(&store, &tenant, 1).await;
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let event = an_event(&tenant);
+        ids.push(event.id.as_str().to_owned());
+        store.archive().accept(event).await.unwrap();
+    }
+    let ingest = store.settings().ingest_queue_url.clone();
+    let mut msgs = Vec::new();
+    for _ in 0..5 {
+        msgs.extend(receive_within_10s(&store, &ingest).await);
+        if msgs.len() >= 2 {
+            break;
+        }
+    }
+    assert_eq!(msgs.len(), 2, "both events' ingest messages");
+    let mut poison = msgs[0].clone();
+    poison.message_id = Some("poison-ingest".into());
+    poison.body = Some("{not json".into());
+    msgs.insert(1, poison);
+    let before = unreadable_count();
+    let resp =
+        hooklane_aws::handlers::fanout::handle(&fan, hooklane_aws::queue_poller::to_event(&msgs))
+            .await;
+    assert!(failed_ids(&resp).is_empty(), "moved, so not sent back");
+    let queued = queued_event_ids(&store).await;
+    assert_eq!(queued.get(&subs[0]), Some(&ids), "both events fanned out");
+    let dlq = store
+        .settings()
+        .ingest_dlq_url
+        .clone()
+        .expect("an ingest DLQ");
+    let moved = receive_within_10s(&store, &dlq).await;
+    assert_eq!(moved.len(), 1, "{moved:?}");
+    assert_eq!(moved[0].body(), Some("{not json"), "kept as it was");
+    let attr = |name: &str| {
+        moved[0]
+            .message_attributes()
+            .and_then(|a| a.get(name))
+            .and_then(|v| v.string_value())
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert_eq!(attr("unreadable"), "message poison-ingest");
+    assert!(!attr("reason").is_empty(), "a reason is attached");
     assert!(unreadable_count() > before, "counted");
 }
 

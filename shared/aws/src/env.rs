@@ -55,6 +55,9 @@ pub struct AwsEnv {
     pub delivery_queue_url: Option<String>,
     /// `HOOKLANE_DLQ_URL`.
     pub dlq_url: Option<String>,
+    /// `HOOKLANE_INGEST_DLQ_URL` (none: unreadable ingest messages reach
+    /// that queue by redrive only).
+    pub ingest_dlq_url: Option<String>,
     /// `HOOKLANE_SLOW_QUEUE_URL` (none or empty: no slow pool).
     pub slow_queue_url: Option<String>,
     /// `HOOKLANE_FAN_OUT_IN_API` (unset or empty: on).
@@ -104,6 +107,7 @@ impl AwsEnv {
             ingest_queue_url: named("HOOKLANE_INGEST_QUEUE_URL"),
             delivery_queue_url: named("HOOKLANE_DELIVERY_QUEUE_URL"),
             dlq_url: named("HOOKLANE_DLQ_URL"),
+            ingest_dlq_url: named("HOOKLANE_INGEST_DLQ_URL"),
             slow_queue_url: named("HOOKLANE_SLOW_QUEUE_URL"),
             fan_out_in_api,
             operator_topic_arn: named("HOOKLANE_OPERATOR_TOPIC_ARN"),
@@ -145,6 +149,7 @@ impl AwsEnv {
             ingest_queue_url: need("HOOKLANE_INGEST_QUEUE_URL", &self.ingest_queue_url)?,
             delivery_queue_url: need("HOOKLANE_DELIVERY_QUEUE_URL", &self.delivery_queue_url)?,
             dlq_url: need("HOOKLANE_DLQ_URL", &self.dlq_url)?,
+            ingest_dlq_url: self.ingest_dlq_url.clone(),
             slow_queue_url: self.slow_queue_url.clone(),
             type_index_settle: crate::TYPE_INDEX_SETTLE,
             ..Settings::default()

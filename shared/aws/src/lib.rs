@@ -35,7 +35,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 /// The names of the AWS resources hooklane uses and the settings that go
 /// with them: from the environment ([`AwsEnv::settings`]: `HOOKLANE_TABLE`,
 /// `HOOKLANE_INGEST_QUEUE_URL`, `HOOKLANE_DELIVERY_QUEUE_URL`,
-/// `HOOKLANE_DLQ_URL`, and `HOOKLANE_SLOW_QUEUE_URL` for the slow pool, when
+/// `HOOKLANE_DLQ_URL`, `HOOKLANE_INGEST_DLQ_URL`, and `HOOKLANE_SLOW_QUEUE_URL` for the slow pool, when
 /// there is one), or made by the process ([`Resources::create`]).
 #[derive(Debug, Clone, Default)]
 pub struct Settings {
@@ -47,6 +47,11 @@ pub struct Settings {
     pub delivery_queue_url: String,
     /// The dead-letter FIFO queue URL.
     pub dlq_url: String,
+    /// The ingest queue's dead-letter FIFO queue URL
+    /// (`HOOKLANE_INGEST_DLQ_URL`): an ingest message that does not parse
+    /// is moved there at once with the reason (none: it reaches that queue
+    /// only by the ingest queue's redrive policy, without one).
+    pub ingest_dlq_url: Option<String>,
     /// The slow pool's FIFO queue URL: lanes whose receivers do not answer
     /// in time are delivered from there (none: no slow pool).
     pub slow_queue_url: Option<String>,

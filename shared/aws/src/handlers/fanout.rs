@@ -162,13 +162,34 @@ pub async fn fan_out_together(ctx: &FanOut, records: &[SqsMessage]) -> HashSet<S
         .collect()
 }
 
-/// A fan-out message that does not parse fails alone: it is reported, and
-/// the queue's redrive policy moves it to the dead-letter queue after
-/// repeated receives (it names no delivery to park).
-fn unreadable(m: &SqsMessage, why: &str) -> Outcome {
+/// A fan-out message that does not parse fails alone: it is reported and
+/// moved, as it is and with the reason, to the ingest queue's dead-letter
+/// queue, and the rest of the batch (its group's later messages included)
+/// goes on. Where no such queue is configured, or the move fails, it is
+/// sent back and the queue's redrive policy moves it after repeated
+/// receives (it names no delivery to park).
+async fn unreadable(ctx: &FanOut, m: &SqsMessage, why: &str) -> Outcome {
     let key = format!("message {}", m.message_id.as_deref().unwrap_or("(no id)"));
-    hooklane_core::record::unreadable("fan-out message", &key, why);
-    Outcome::Poison
+    let body = m
+        .body
+        .as_deref()
+        .filter(|b| !b.is_empty())
+        .unwrap_or("(empty)");
+    let group = super::group_of(m);
+    match ctx
+        .store
+        .dead_letters()
+        .park_unreadable_ingest(&key, body, &group, why)
+        .await
+    {
+        // Counted by `record::unreadable`: no delivery was parked.
+        Ok(true) => Outcome::Done,
+        Ok(false) => Outcome::Poison,
+        Err(e) => {
+            error!(error = %Chain(&e), "moving an unreadable fan-out message to the dead-letter queue failed");
+            Outcome::Poison
+        }
+    }
 }
 
 async fn process(ctx: &FanOut, m: SqsMessage, started: Instant) -> Outcome {
@@ -183,14 +204,14 @@ async fn process(ctx: &FanOut, m: SqsMessage, started: Instant) -> Outcome {
         });
     let (msg, tenant) = match parsed {
         Ok(parsed) => parsed,
-        Err(why) => return unreadable(&m, &why),
+        Err(why) => return unreadable(ctx, &m, &why).await,
     };
     if let Some(job) = &msg.backfill {
         return backfill(ctx, &m, &tenant, job).await;
     }
     let event_id = match EventId::parse(&msg.event_id) {
         Ok(id) => id,
-        Err(e) => return unreadable(&m, &format!("event_id: {e}")),
+        Err(e) => return unreadable(ctx, &m, &format!("event_id: {e}")).await,
     };
     let carried = msg.event.as_ref().and_then(|c| c.event(&tenant, &event_id));
     let archived = match carried {
@@ -273,7 +294,7 @@ async fn backfill(
     job: &BackfillMessage,
 ) -> Outcome {
     let Ok(sub) = SubscriptionId::parse(&job.subscription_id) else {
-        return unreadable(m, "backfill: subscription_id does not parse");
+        return unreadable(ctx, m, "backfill: subscription_id does not parse").await;
     };
     match ctx.engine.backfill_pass(tenant, &sub, BACKFILL_PASS).await {
         Ok(pass) => match pass.again_in {

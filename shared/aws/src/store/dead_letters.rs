@@ -148,12 +148,43 @@ impl AwsDeadLetters {
         why: &str,
     ) -> StoreResult<()> {
         hooklane_core::record::unreadable("delivery", key, why);
+        self.park_unreadable_in(&self.settings.dlq_url, key, body, group, why)
+            .await
+    }
+
+    /// Moves an ingest message that does not parse to the ingest queue's
+    /// dead-letter queue at once, as it is, with the reason; false when no
+    /// such queue is configured (the ingest queue's redrive then moves it
+    /// after repeated receives, without a reason).
+    pub(crate) async fn park_unreadable_ingest(
+        &self,
+        key: &str,
+        body: &str,
+        group: &str,
+        why: &str,
+    ) -> StoreResult<bool> {
+        hooklane_core::record::unreadable("fan-out message", key, why);
+        let Some(url) = &self.settings.ingest_dlq_url else {
+            return Ok(false);
+        };
+        self.park_unreadable_in(url, key, body, group, why).await?;
+        Ok(true)
+    }
+
+    async fn park_unreadable_in(
+        &self,
+        queue_url: &str,
+        key: &str,
+        body: &str,
+        group: &str,
+        why: &str,
+    ) -> StoreResult<()> {
         let mut attrs: HashMap<String, MessageAttributeValue> = HashMap::new();
         attrs.insert("reason".into(), attr(truncate(why, 1000), false)?);
         attrs.insert("unreadable".into(), attr(key, false)?);
         self.sqs
             .send_message()
-            .queue_url(&self.settings.dlq_url)
+            .queue_url(queue_url)
             .message_group_id(group)
             .message_deduplication_id(dedup_id(&[key, body]))
             .message_body(body)

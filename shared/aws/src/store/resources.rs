@@ -101,6 +101,7 @@ impl Resources {
             ingest_queue_url: ingest_url,
             delivery_queue_url: delivery_url,
             dlq_url,
+            ingest_dlq_url: Some(ingest_dlq_url),
             slow_queue_url: Some(slow_url),
             // The settings beside the names are the caller's to set
             // (`AwsEnv::onto`); the API fans out, as by default.
