@@ -25,6 +25,9 @@ each send and each message received, so a queue holding a burst's
 hundreds of messages made each call cost in proportion. Here those two
 reads take the one setting they need.
 
+And a FIFO queue whose received messages timed out hands their group out
+again from its first message, as SQS does (`_groups_in_flight`).
+
 And it makes an update expression cost what it says. moto parsed each
 `UpdateExpression` twice per call, from its text, and every pass of its
 validator over the parsed tree rebuilt that pass's table of node handlers
@@ -210,6 +213,25 @@ for _name in (
 ):
     setattr(SQSBackend, _name, _one_call_per_queue(getattr(SQSBackend, _name)))
 
+
+
+def _groups_in_flight(queue):
+    """The message groups a receive must skip: those with a message in
+    flight, that is received and still invisible. moto counts every
+    message it handed out and has not seen time out yet, and a receive
+    forgets a timed-out one only when it walks past it: with several of a
+    group's messages timed out, it forgot the first, found the group still
+    "in flight" by the others and skipped it, forgot the next, and so on,
+    and handed out the group's last one first (a FIFO queue hands a group's
+    messages out in order, the timed-out first one again first)."""
+    return {
+        message.group_id
+        for message in queue.pending_messages
+        if message.group_id is not None and not message.visible
+    }
+
+
+Queue.pending_message_groups = property(_groups_in_flight)
 SQSBackend.is_message_valid_based_on_retention_period = _retained
 SQSBackend._validate_message = _checking(SQSBackend._validate_message)
 SQSBackend.send_message = _checking(SQSBackend.send_message)

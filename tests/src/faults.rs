@@ -10,12 +10,18 @@
 //! - a reset connection after it was forwarded and answered (the
 //!   operation happened, and the caller sees it fail).
 //!
+//! Beside whole calls, it can fail a share of a batch call's entries
+//! (`set_entry_rate`: see [`entries`]), throttle every call for as long as
+//! a test says (`throttle_all`), and answer slowly (`set_delay`).
+//!
 //! Which call gets a fault is drawn from a seeded sequence; the seed is
 //! printed, and `HOOKLANE_TEST_SEED` sets it to replay a run.
 
+mod entries;
+
 use std::collections::HashMap;
 use std::convert::Infallible;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -61,10 +67,14 @@ struct State {
     upstream: String,
     client: reqwest::Client,
     per_mille: AtomicU32,
+    entry_per_mille: AtomicU32,
+    throttle_all: AtomicBool,
+    delay_ms: AtomicU64,
     seed: u64,
     draws: AtomicU64,
     calls: Mutex<HashMap<String, u64>>,
     injected: Mutex<HashMap<(String, Fault), u64>>,
+    entry_faults: Mutex<HashMap<String, u64>>,
 }
 
 impl State {
@@ -87,6 +97,18 @@ impl State {
         let rate = u64::from(self.per_mille.load(Ordering::Relaxed));
         let roll = self.draw();
         (roll % 1000 < rate).then(|| KINDS[((roll / 1000) % KINDS.len() as u64) as usize])
+    }
+
+    /// Whether one entry of a batch call (or one transaction) fails.
+    fn entry_fails(&self) -> bool {
+        let rate = u64::from(self.entry_per_mille.load(Ordering::Relaxed));
+        rate > 0 && self.draw() % 1000 < rate
+    }
+
+    fn count(&self, map: &Mutex<HashMap<String, u64>>, op: &str, n: u64) {
+        if let Ok(mut m) = map.lock() {
+            *m.entry(op.to_owned()).or_default() += n;
+        }
     }
 }
 
@@ -115,10 +137,14 @@ impl FaultProxy {
                 .build()
                 .expect("client"),
             per_mille: AtomicU32::new(0),
+            entry_per_mille: AtomicU32::new(0),
+            throttle_all: AtomicBool::new(false),
+            delay_ms: AtomicU64::new(0),
             seed,
             draws: AtomicU64::new(0),
             calls: Mutex::new(HashMap::new()),
             injected: Mutex::new(HashMap::new()),
+            entry_faults: Mutex::new(HashMap::new()),
         });
         tokio::spawn(accept(listener, state.clone()));
         Self { endpoint, state }
@@ -127,6 +153,36 @@ impl FaultProxy {
     /// Sets the share of calls that get a fault, per thousand.
     pub fn set_rate(&self, per_mille: u32) {
         self.state.per_mille.store(per_mille, Ordering::Relaxed);
+    }
+
+    /// Sets the share of a batch call's entries that fail on their own
+    /// (`SendMessageBatch`, `BatchGetItem`, `BatchWriteItem`) and of
+    /// transactions cancelled for throttling, per thousand.
+    pub fn set_entry_rate(&self, per_mille: u32) {
+        self.state
+            .entry_per_mille
+            .store(per_mille, Ordering::Relaxed);
+    }
+
+    /// Throttles every call, of both services, while `on`.
+    pub fn throttle_all(&self, on: bool) {
+        self.state.throttle_all.store(on, Ordering::Relaxed);
+    }
+
+    /// Delays each forwarded call by up to `max` (drawn per call).
+    pub fn set_delay(&self, max: Duration) {
+        self.state
+            .delay_ms
+            .store(max.as_millis() as u64, Ordering::Relaxed);
+    }
+
+    /// Entries (or transactions) failed on their own so far, by operation.
+    pub fn entry_faults(&self) -> HashMap<String, u64> {
+        self.state
+            .entry_faults
+            .lock()
+            .map(|m| m.clone())
+            .unwrap_or_default()
     }
 
     /// Calls seen so far whose operation name starts with `prefix`
@@ -203,7 +259,10 @@ fn operation(req: &Request<Incoming>) -> String {
 
 async fn handle(state: &State, kill: &Notify, req: Request<Incoming>) -> Response<Full<Bytes>> {
     let op = operation(&req);
-    let fault = state.pick(&op);
+    let fault = match state.throttle_all.load(Ordering::Relaxed) {
+        true => Some(Fault::Throttle),
+        false => state.pick(&op),
+    };
     if let Some(f) = fault {
         if let Ok(mut m) = state.injected.lock() {
             *m.entry((op.clone(), f)).or_default() += 1;
@@ -216,16 +275,62 @@ async fn handle(state: &State, kill: &Notify, req: Request<Incoming>) -> Respons
         Some(Fault::ResetBefore) => return reset(kill).await,
         _ => {}
     }
-    match forward(state, req).await {
-        Ok(answer) if fault != Some(Fault::ResetAfter) => answer,
-        Ok(_) => reset(kill).await,
-        Err(why) => {
-            // The upstream failed (not an injected fault): the caller sees
-            // what the network did, a connection that ends without answer.
-            eprintln!("fault proxy: forwarding {op} failed: {why}");
-            reset(kill).await
-        }
+    let delay = state.delay_ms.load(Ordering::Relaxed);
+    if delay > 0 {
+        tokio::time::sleep(Duration::from_millis(state.draw() % (delay + 1))).await;
     }
+    let (parts, body) = req.into_parts();
+    let Ok(body) = body.collect().await.map(|b| b.to_bytes()) else {
+        return reset(kill).await;
+    };
+    let mut held_back = 0;
+    let plan = entries::plan(&op, &body, || {
+        let fails = state.entry_fails();
+        held_back += u64::from(fails);
+        fails
+    });
+    if held_back > 0 {
+        state.count(&state.entry_faults, &op, held_back);
+    }
+    let (body, held) = match plan {
+        None => (Some(body.to_vec()), None),
+        Some(entries::Plan::Cancel(answer)) => return json_answer(400, answer),
+        Some(entries::Plan::Forward { body, held }) => (body, Some(held)),
+    };
+    let answer = match body {
+        Some(body) => match forward(state, parts, body).await {
+            Ok(answer) => Some(answer),
+            Err(why) => {
+                // The upstream failed (not an injected fault): the caller
+                // sees what the network did, a connection that ends
+                // without answer.
+                eprintln!("fault proxy: forwarding {op} failed: {why}");
+                return reset(kill).await;
+            }
+        },
+        None => None,
+    };
+    if fault == Some(Fault::ResetAfter) {
+        return reset(kill).await;
+    }
+    match (answer, held) {
+        (Some((200, _, bytes)), Some(held)) => {
+            json_answer(200, entries::answer(Some(&bytes), held))
+        }
+        (None, Some(held)) => json_answer(200, entries::answer(None, held)),
+        (Some((status, headers, bytes)), _) => relay(status, &headers, bytes),
+        (None, None) => unreachable!("nothing forwarded only when something was held back"),
+    }
+}
+
+/// A JSON-protocol answer the proxy makes up.
+fn json_answer(status: u16, body: Vec<u8>) -> Response<Full<Bytes>> {
+    Response::builder()
+        .status(status)
+        .header("content-type", "application/x-amz-json-1.0")
+        .header("x-amzn-requestid", "fault-proxy")
+        .body(Full::new(Bytes::from(body)))
+        .expect("a valid response")
 }
 
 /// Resets the connection: the caller never gets an answer.
@@ -266,14 +371,12 @@ fn error(op: &str, status: u16, roll: u64) -> Response<Full<Bytes>> {
         .expect("a valid response")
 }
 
-/// Forwards the call unchanged and relays the whole answer.
-async fn forward(state: &State, req: Request<Incoming>) -> Result<Response<Full<Bytes>>, String> {
-    let (parts, body) = req.into_parts();
-    let body = body
-        .collect()
-        .await
-        .map_err(|e| format!("reading the request: {e}"))?
-        .to_bytes();
+/// Forwards the call with `body`; returns the whole answer.
+async fn forward(
+    state: &State,
+    parts: hyper::http::request::Parts,
+    body: Vec<u8>,
+) -> Result<(u16, hyper::HeaderMap, Bytes), String> {
     let path = parts
         .uri
         .path_and_query()
@@ -292,21 +395,24 @@ async fn forward(state: &State, req: Request<Incoming>) -> Result<Response<Full<
         .send()
         .await
         .map_err(|e| format!("sending: {e}"))?;
-    let status = resp.status();
+    let status = resp.status().as_u16();
     let headers = resp.headers().clone();
     let bytes = resp
         .bytes()
         .await
         .map_err(|e| format!("reading the answer: {e}"))?;
+    Ok((status, headers, bytes))
+}
+
+/// Relays the service's answer as it was.
+fn relay(status: u16, headers: &hyper::HeaderMap, bytes: Bytes) -> Response<Full<Bytes>> {
     let mut relay = Response::builder().status(status);
-    for (name, value) in &headers {
+    for (name, value) in headers {
         if !hop_by_hop(name.as_str()) {
             relay = relay.header(name, value);
         }
     }
-    relay
-        .body(Full::new(bytes))
-        .map_err(|e| format!("relaying the answer: {e}"))
+    relay.body(Full::new(bytes)).expect("a valid response")
 }
 
 fn hop_by_hop(name: &str) -> bool {

@@ -62,10 +62,14 @@ async fn call_through_5xx(
 }
 
 async fn subscribe(server: &Server, url: &str) -> String {
+    subscribe_in(server, "acme", url).await
+}
+
+async fn subscribe_in(server: &Server, tenant: &str, url: &str) -> String {
     let (statuses, body) = call_through_5xx(
         server,
         "POST",
-        "/v1/tenants/acme/subscriptions",
+        &format!("/v1/tenants/{tenant}/subscriptions"),
         Some(json!({"url": url, "event_types": ["*"]})),
     )
     .await;
@@ -80,10 +84,14 @@ async fn subscribe(server: &Server, url: &str) -> String {
 /// Publishes event `id`, retrying 5xx with the same id, until it is
 /// accepted; panics on a first answer of 200.
 async fn publish(server: &Server, id: &str, n: usize) {
+    publish_in(server, "acme", id, n).await
+}
+
+async fn publish_in(server: &Server, tenant: &str, id: &str, n: usize) {
     let (statuses, body) = call_through_5xx(
         server,
         "POST",
-        "/v1/tenants/acme/events",
+        &format!("/v1/tenants/{tenant}/events"),
         Some(json!({"id": id, "type": "fault.test", "data": {"n": n}})),
     )
     .await;
@@ -229,6 +237,267 @@ async fn under_injected_aws_faults_nothing_accepted_is_lost_nothing_follows_a_de
         assert!(
             late.is_empty(),
             "{name} got requests after its 204: {late:?}"
+        );
+    }
+    let bad = bad_attempt_sequences(&rx);
+    assert!(
+        bad.is_empty(),
+        "attempt numbers that skip or repeat: {bad:?}"
+    );
+}
+
+/// Publishes `ids` as one event batch, retrying 5xx with the same ids,
+/// until every item is accepted (a retry may find some accepted before).
+async fn publish_batch(server: &Server, ids: &[String]) {
+    let events: Vec<Value> = ids
+        .iter()
+        .map(|id| json!({"id": id, "type": "fault.test", "data": {}}))
+        .collect();
+    let (statuses, body) = call_through_5xx(
+        server,
+        "POST",
+        "/v1/tenants/acme/event-batches",
+        Some(json!({ "events": events })),
+    )
+    .await;
+    assert_eq!(statuses.last(), Some(&200), "batch: {statuses:?} {body}");
+    for item in body["items"].as_array().expect("items") {
+        let status = item["status"].as_u64().unwrap_or(0);
+        assert!(
+            status == 202 || (status == 200 && statuses.len() > 1),
+            "batch item: {item} after {statuses:?}"
+        );
+    }
+}
+
+/// The event ids `name` received, in the order of their first arrival.
+fn first_arrivals(rx: &Receiver, name: &str) -> Vec<String> {
+    let mut seen = HashSet::new();
+    rx.requests(name)
+        .iter()
+        .map(|r| r.header("webhook-id"))
+        .filter(|id| seen.insert(id.clone()))
+        .collect()
+}
+
+/// Requests that repeated an event `name` already had, beyond `retries`
+/// (the failures its script answered).
+fn repeats(rx: &Receiver, name: &str, retries: usize) -> usize {
+    rx.requests(name)
+        .len()
+        .saturating_sub(first_arrivals(rx, name).len() + retries)
+}
+
+/// Per-entry faults at the wire: a fifth of the entries of every
+/// `SendMessageBatch`, `BatchGetItem` and `BatchWriteItem` come back
+/// undone (failed, unprocessed) from calls that succeed, a fifth of the
+/// transactions are cancelled for throttling, and every call is answered
+/// up to 40 ms late. A tenant of 55 subscriptions fans out through its type
+/// index (written with `BatchWriteItem`, read with `BatchGetItem`); a
+/// subscription that fails its first attempts spills its lane (one
+/// transaction per delivery kept and refilled); event batches put several
+/// deliveries of one lane in one `SendMessageBatch`. Nothing accepted is
+/// lost, every lane keeps acceptance order, and attempt numbers count up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batch_calls_leaving_entries_undone_lose_nothing_and_keep_every_lane_in_order() {
+    let env = test_env(&[
+        ("HOOKLANE_RETRY_SCHEDULE", "0s,1s,1s,1s,1s,1s,1s,1s,1s,1s"),
+        ("HOOKLANE_ATTEMPT_TIMEOUT", "5s"),
+    ]);
+    let settings = aws::fresh_resources(12).await;
+    let proxy = FaultProxy::start(&aws::endpoint()).await;
+    let server = Server::start_aws_with(env, aws::sdk_at(&proxy.endpoint).await, settings).await;
+    proxy.set_entry_rate(200);
+    proxy.set_delay(Duration::from_millis(40));
+
+    let rx = Receiver::start().await;
+    rx.script("flaky", vec![Reply::Status(500); 4]);
+    for name in ["steady", "flaky"] {
+        subscribe(&server, &rx.url(name)).await;
+    }
+    let wide: Vec<String> = (0..55).map(|i| format!("wide-{i}")).collect();
+    for name in &wide {
+        subscribe_in(&server, "wide", &rx.url(name)).await;
+    }
+
+    let run = aws::unique_prefix();
+    let mut accepted = Vec::new();
+    for round in 0..6 {
+        let single = format!("{run}-{round}");
+        publish(&server, &single, round).await;
+        accepted.push(single);
+        let batch: Vec<String> = (0..4).map(|k| format!("{run}-{round}-{k}")).collect();
+        publish_batch(&server, &batch).await;
+        accepted.extend(batch);
+    }
+    let mut wide_events = Vec::new();
+    for n in 0..4 {
+        let id = format!("{run}-wide-{n}");
+        publish_in(&server, "wide", &id, n).await;
+        wide_events.push(id);
+        // Each fan-out of the tenant before the next: the first finds it
+        // wide and writes its index, the later ones read through it.
+        assert!(
+            eventually(WAIT, || missing(&rx, "wide-0", &wide_events) == 0).await,
+            "the wide tenant's event {n} arrived"
+        );
+    }
+    // The delivery view reads the records of the wide tenant's 55
+    // subscriptions by key (`BatchGetItem`).
+    for id in &wide_events {
+        let path = format!("/v1/tenants/wide/events/{id}");
+        let (statuses, body) = call_through_5xx(&server, "GET", &path, None).await;
+        assert_eq!(statuses.last(), Some(&200), "{body}");
+        assert_eq!(
+            body["deliveries"].as_array().map(Vec::len),
+            Some(55),
+            "{body}"
+        );
+    }
+
+    let all_arrived = eventually(WAIT, || {
+        ["steady", "flaky"]
+            .iter()
+            .all(|name| missing(&rx, name, &accepted) == 0)
+            && wide
+                .iter()
+                .all(|name| missing(&rx, name, &wide_events) == 0)
+    })
+    .await;
+    let faults = proxy.entry_faults();
+    eprintln!(
+        "entry faults: {faults:?}; repeats: steady {}, flaky {}, wide {}",
+        repeats(&rx, "steady", 0),
+        repeats(&rx, "flaky", 4),
+        wide.iter().map(|n| repeats(&rx, n, 0)).sum::<usize>()
+    );
+    assert!(
+        all_arrived,
+        "missing: steady {}, flaky {}, wide {}",
+        missing(&rx, "steady", &accepted),
+        missing(&rx, "flaky", &accepted),
+        wide.iter()
+            .map(|n| missing(&rx, n, &wide_events))
+            .sum::<usize>()
+    );
+    for op in [
+        "AmazonSQS.SendMessageBatch",
+        "DynamoDB_20120810.BatchGetItem",
+        "DynamoDB_20120810.BatchWriteItem",
+        "DynamoDB_20120810.TransactWriteItems",
+    ] {
+        assert!(
+            faults.get(op).copied().unwrap_or(0) >= 1,
+            "{op} had entries fail: {faults:?}"
+        );
+    }
+    for name in ["steady", "flaky"] {
+        assert_eq!(
+            first_arrivals(&rx, name),
+            accepted,
+            "{name}'s lane in acceptance order"
+        );
+    }
+    for name in &wide {
+        assert_eq!(first_arrivals(&rx, name), wide_events, "{name} in order");
+    }
+    let bad = bad_attempt_sequences(&rx);
+    assert!(
+        bad.is_empty(),
+        "attempt numbers that skip or repeat: {bad:?}"
+    );
+}
+
+/// A minute in which every DynamoDB and SQS call is throttled, begun with
+/// deliveries in flight and publishing going on: publishing answers 503
+/// (with `Retry-After`) or 202, never anything else; when the throttling
+/// stops, every event answered 202 (before, during and after) arrives, in
+/// acceptance order, with attempt numbers counting up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_minute_of_throttling_everywhere_loses_nothing_and_the_backlog_drains_after() {
+    let env = test_env(&[
+        ("HOOKLANE_RETRY_SCHEDULE", "0s,1s,1s,1s,1s,1s,1s,1s,1s,1s"),
+        ("HOOKLANE_ATTEMPT_TIMEOUT", "5s"),
+    ]);
+    let settings = aws::fresh_resources(12).await;
+    let proxy = FaultProxy::start(&aws::endpoint()).await;
+    let server = Server::start_aws_with(env, aws::sdk_at(&proxy.endpoint).await, settings).await;
+    let rx = Receiver::start().await;
+    for name in KEPT {
+        subscribe(&server, &rx.url(name)).await;
+    }
+    rx.script("flaky-0", vec![Reply::Status(500), Reply::Status(500)]);
+    let run = aws::unique_prefix();
+    let mut accepted = Vec::new();
+    for n in 0..5 {
+        let id = format!("{run}-before-{n}");
+        publish(&server, &id, n).await;
+        accepted.push(id);
+    }
+    proxy.throttle_all(true);
+    let began = Instant::now();
+    let mut during = Vec::new();
+    let mut n = 0;
+    while began.elapsed() < Duration::from_secs(60) {
+        let id = format!("{run}-during-{n}");
+        let (status, body) = server
+            .call(
+                "POST",
+                "/v1/tenants/acme/events",
+                Some(json!({"id": id, "type": "fault.test", "data": {"n": n}})),
+            )
+            .await;
+        assert!(
+            status == 202 || status == 503,
+            "during the throttling: {status} {body}"
+        );
+        if status == 202 {
+            accepted.push(id.clone());
+        }
+        during.push((id, status));
+        n += 1;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+    proxy.throttle_all(false);
+    // What was refused is sent again, in order, now that calls go through.
+    for (id, status) in &during {
+        if *status == 503 {
+            publish(&server, id, 0).await;
+            accepted.push(id.clone());
+        }
+    }
+    for n in 0..5 {
+        let id = format!("{run}-after-{n}");
+        publish(&server, &id, n).await;
+        accepted.push(id);
+    }
+    let all_arrived = eventually(WAIT, || {
+        KEPT.iter().all(|name| missing(&rx, name, &accepted) == 0)
+    })
+    .await;
+    let throttled: u64 = proxy
+        .injected()
+        .iter()
+        .filter(|((_, f), _)| *f == hooklane_tests::faults::Fault::Throttle)
+        .map(|(_, n)| n)
+        .sum();
+    eprintln!(
+        "throttled calls: {throttled}; publishes during the minute: {:?}",
+        during.iter().map(|(_, s)| s).collect::<Vec<_>>()
+    );
+    assert!(
+        all_arrived,
+        "missing: {:?}",
+        KEPT.iter()
+            .map(|name| missing(&rx, name, &accepted))
+            .collect::<Vec<_>>()
+    );
+    assert!(throttled > 20, "the minute throttled calls: {throttled}");
+    for name in KEPT {
+        assert_eq!(
+            first_arrivals(&rx, name),
+            accepted,
+            "{name} in acceptance order"
         );
     }
     let bad = bad_attempt_sequences(&rx);

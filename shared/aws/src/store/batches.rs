@@ -3,7 +3,7 @@
 //! after a short pause, for what DynamoDB leaves unprocessed (it does when
 //! a partition is throttled), and failing when some is still left; and
 //! `TransactWriteItems`, tried again when a concurrent transaction on the
-//! same items cancelled it.
+//! same items, or throttling, cancelled it.
 
 use aws_sdk_dynamodb::types::{DeleteRequest, PutRequest, WriteRequest};
 use hooklane_core::ports::{StoreError, StoreResult};
@@ -168,7 +168,7 @@ pub(crate) enum Txn {
 
 impl Table {
     /// Runs one transaction; tries again when a concurrent transaction on
-    /// the same items cancelled it.
+    /// the same items, or throttling of one of them, cancelled it.
     pub(crate) async fn transact(&self, actions: Vec<TransactWriteItem>) -> StoreResult<Txn> {
         let mut tries = 0;
         loop {
@@ -193,12 +193,20 @@ impl Table {
             if let Some(i) = reasons.iter().position(|c| c == "ConditionalCheckFailed") {
                 return Ok(Txn::ConditionFailed(i));
             }
+            // A cancellation for throttling is not an error the SDK retries
+            // (the call itself answered): it is tried again here, with a
+            // longer pause than a conflict's.
+            let throttled = reasons.iter().any(|c| c == "ThrottlingError");
             let conflict = reasons.iter().any(|c| c == "TransactionConflict");
-            if !conflict || tries >= CONFLICT_TRIES {
+            if !(conflict || throttled) || tries >= CONFLICT_TRIES {
                 return Err(backend(e));
             }
             let jitter = u64::from(OffsetDateTime::now_utc().nanosecond() % 20);
-            tokio::time::sleep(Duration::from_millis(10 * u64::from(tries) + jitter)).await;
+            let pause = match throttled {
+                true => (25u64 << tries).min(1_000),
+                false => 10 * u64::from(tries),
+            };
+            tokio::time::sleep(Duration::from_millis(pause + jitter)).await;
         }
     }
 }

@@ -69,9 +69,11 @@ pub mod views;
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use hooklane_core::ports::{StoreError, StoreResult};
+use hooklane_core::ports::StoreResult;
 
 use crate::Settings;
+
+pub(crate) use items::errors::{backend, cancelled_by_condition, is_condition_failed};
 
 pub use resources::Resources;
 pub use slow_pool::{Handover, Received, DUE};
@@ -300,42 +302,6 @@ pub(crate) async fn query_items<T>(
             _ => return Ok(out),
         }
     }
-}
-
-/// Maps an SDK error to a storage error, keeping the whole cause chain.
-pub(crate) fn backend<E>(e: E) -> StoreError
-where
-    E: std::error::Error + Send + Sync + 'static,
-{
-    StoreError::backend_from("an AWS call failed", e)
-}
-
-/// Whether a transaction was cancelled because an item's
-/// `ConditionExpression` did not hold.
-pub(crate) fn cancelled_by_condition<R>(
-    e: &aws_sdk_dynamodb::error::SdkError<
-        aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError,
-        R,
-    >,
-) -> bool {
-    use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError as E;
-    match e.as_service_error() {
-        Some(E::TransactionCanceledException(c)) => c
-            .cancellation_reasons()
-            .iter()
-            .any(|r| r.code() == Some("ConditionalCheckFailed")),
-        _ => false,
-    }
-}
-
-/// Whether an SDK error is a failed `ConditionExpression`.
-pub(crate) fn is_condition_failed<E, R>(e: &aws_sdk_dynamodb::error::SdkError<E, R>) -> bool
-where
-    E: aws_sdk_dynamodb::error::ProvideErrorMetadata,
-{
-    e.as_service_error()
-        .and_then(|s| s.code())
-        .is_some_and(|c| c == "ConditionalCheckFailedException")
 }
 
 /// The outcome of a conditional write: `true` when it took effect,
