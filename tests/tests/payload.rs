@@ -2,7 +2,8 @@
 //! receiver, the archive (`GET /events/{id}`), a replay from dead letters
 //! and a backfill after suspension byte for byte as the publisher wrote it
 //! (numbers of any size and spelling, key order, whitespace and escapes),
-//! in the body `{"type","timestamp","data"}`. And `data` nested too deep
+//! in the body `{"type","timestamp","data"}`, up to the largest body
+//! accepted (256 KiB, 413 a byte past it). And `data` nested too deep
 //! to parse, or escaping a lone surrogate, answers 422 naming `data`.
 
 use std::time::Duration;
@@ -173,7 +174,55 @@ async fn a_backfill_after_suspension_carries_data_as_published(backend: Backend)
     }
 }
 
+/// Characters that do not compress: a run of them is as long stored as
+/// published.
+fn incompressible(len: usize) -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            ALPHABET[(x % ALPHABET.len() as u64) as usize] as char
+        })
+        .collect()
+}
+
+/// A publish body of exactly 256 KiB, the most accepted, of data that does
+/// not compress: delivered whole to two subscriptions (one of them after a
+/// retry, read again) and archived whole. On AWS the event is larger than
+/// what rides in a queue message beside the delivery's fields.
+async fn an_event_of_256_kib_is_delivered_and_archived_whole(backend: Backend) {
+    let server = Server::start_on(
+        backend,
+        test_env(&[("HOOKLANE_RETRY_SCHEDULE", "0s,1s,1s")]),
+    )
+    .await;
+    let rx = Receiver::start().await;
+    rx.script("retried", vec![Reply::Status(500)]);
+    server.subscribe("acme", &rx.url("once"), &["*"]).await;
+    server.subscribe("acme", &rx.url("retried"), &["*"]).await;
+    let frame = r#"{"type":"big.one","data":{"blob":""}}"#.len();
+    let blob = incompressible(hooklane_core::api::body::MAX_BODY - frame);
+    let data = format!(r#"{{"blob":"{blob}"}}"#);
+    let (id, expected) = publish_raw(&server, "big.one", &data).await;
+    assert!(
+        eventually(WAIT, || rx.count("once") == 1 && rx.count("retried") == 2).await,
+        "delivered: {} and {}",
+        rx.count("once"),
+        rx.count("retried")
+    );
+    assert_eq!(bodies(&rx, "once", &id), std::slice::from_ref(&expected));
+    assert_eq!(bodies(&rx, "retried", &id), [expected.clone(), expected]);
+    assert_archived_as_published(&server, &id, &data).await;
+    let over = format!(r#"{{"type":"big.one","data":{{"blob":"{blob}x"}}}}"#);
+    let (status, _) = send(&server, "POST", EVENTS, Some(over)).await;
+    assert_eq!(status, 413, "a byte more is refused");
+}
+
 on_both_backends!(
+    an_event_of_256_kib_is_delivered_and_archived_whole,
     the_receiver_and_the_archive_get_data_byte_for_byte_as_published,
     a_replayed_dead_letter_carries_data_as_published,
     a_backfill_after_suspension_carries_data_as_published,
