@@ -71,8 +71,9 @@ impl AtHand {
             return;
         }
         if *bytes + e.payload.len() > AT_HAND_BYTES {
+            let now = Instant::now();
             map.retain(|_, (old, at)| {
-                let stale = at.elapsed() >= STALE;
+                let stale = now.duration_since(*at) >= STALE;
                 if stale {
                     *bytes -= old.payload.len();
                 }
@@ -97,12 +98,18 @@ impl AtHand {
     }
 
     /// Notes events the worker read back because they were not at hand,
-    /// so that they are not kept if the publish path comes to them later.
+    /// so that they are not kept if the publish path comes to them later;
+    /// one the publish path kept meanwhile (between the worker's look and
+    /// its read) is let go now, as no job will take it.
     fn read_back(&self, keys: impl Iterator<Item = Key>) {
         let Ok(mut kept) = self.kept.lock() else {
             return;
         };
         for key in keys {
+            if let Some((event, _)) = kept.events.remove(&key) {
+                kept.bytes -= event.payload.len();
+                continue;
+            }
             if kept.late.len() >= LATE_KEPT {
                 kept.late.clear();
             }
@@ -223,6 +230,19 @@ mod tests {
             at_hand.take(&small.tenant, &small.id).is_some(),
             "room again"
         );
+    }
+
+    #[test]
+    fn an_event_kept_while_the_worker_read_it_back_is_let_go() {
+        let at_hand = AtHand::default();
+        let e = event(1, 10);
+        let key = (e.tenant.clone(), e.id.clone());
+        assert!(at_hand.take(&e.tenant, &e.id).is_none(), "not kept yet");
+        at_hand.keep(&e);
+        at_hand.read_back(std::iter::once(key.clone()));
+        let kept = at_hand.kept.lock().unwrap();
+        assert_eq!(kept.bytes, 0, "nothing left that no job takes");
+        assert!(kept.events.is_empty() && !kept.late.contains(&key));
     }
 
     #[test]
