@@ -149,10 +149,26 @@ async fn start_quick_to_move() -> Server {
     .await
 }
 
+/// Polls `GET /status` until the lanes it counts in the slow pool are
+/// `want` (within 60 s); the last count read.
+async fn slow_lanes_reach(server: &Server, want: u64) -> Option<u64> {
+    let end = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (status, body) = server.call("GET", "/status", None).await;
+        assert_eq!(status, 200, "{body}");
+        let n = body["backlog"]["slow_pool_lanes"].as_u64();
+        if n == Some(want) || Instant::now() > end {
+            return n;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
 /// A lane whose receiver hangs moves to the slow pool; once its receiver
 /// answers in time again it comes back to the main pool (where an attempt
 /// is cut off after `HOOKLANE_SLOW_AFTER`), and every delivery arrives in
-/// order throughout.
+/// order throughout. `GET /status` counts the lane in the slow pool while
+/// it is there, and not once it is back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lane_that_stops_hanging_comes_back_to_the_main_pool_in_order() {
     let _one = ONE_AT_A_TIME.lock().await;
@@ -166,6 +182,11 @@ async fn a_lane_that_stops_hanging_comes_back_to_the_main_pool_in_order() {
     for n in 0..5 {
         ids.push(server.publish("acme", "o.n", json!({ "n": n })).await);
     }
+    assert_eq!(
+        slow_lanes_reach(&server, 1).await,
+        Some(1),
+        "the lane moved"
+    );
     assert!(
         eventually(Duration::from_secs(90), || rx.count("r") >= 7).await,
         "the first five arrive ({})",
@@ -173,6 +194,11 @@ async fn a_lane_that_stops_hanging_comes_back_to_the_main_pool_in_order() {
     );
     // Back in the main pool once the last delivery handed over is done:
     // the next ones arrive in order too.
+    assert_eq!(
+        slow_lanes_reach(&server, 0).await,
+        Some(0),
+        "the lane is back"
+    );
     for n in 5..10 {
         ids.push(server.publish("acme", "o.n", json!({ "n": n })).await);
     }

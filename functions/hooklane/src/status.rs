@@ -122,6 +122,9 @@ fn backlog(out: &mut String, backlog: &Value) {
     if let Some(n) = backlog["slow_pool"].as_u64() {
         out.push_str(&format!("  of them on the slow pool's queue: {n}\n"));
     }
+    if let Some(n) = backlog["slow_pool_lanes"].as_u64() {
+        out.push_str(&format!("  lanes in the slow pool: {n}\n"));
+    }
     if !tenants.is_empty() {
         table(out, &["TENANT", "PENDING", "OLDEST"], &tenants);
     }

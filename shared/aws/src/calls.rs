@@ -16,6 +16,8 @@
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
+mod overview_reads;
+
 use aws_sdk_dynamodb::operation as ddb;
 use aws_sdk_dynamodb::types::ReturnValue;
 use aws_sdk_sqs::operation as sqs;
@@ -28,6 +30,7 @@ use aws_smithy_runtime_api::client::interceptors::Intercept;
 use aws_smithy_runtime_api::client::orchestrator::Metadata;
 use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
 use aws_smithy_types::config_bag::{ConfigBag, Storable, StoreReplace};
+use overview_reads::is_backlog_read;
 
 use crate::capacity::{self, item_size, item_write_units, read_units, sqs_requests};
 
@@ -279,30 +282,6 @@ fn settle(
         sqs += sqs_requests(payload);
     }
     [wru, rru, sqs]
-}
-
-/// Whether a call is one of the overview's reads for `GET /metrics` and
-/// `/status` (the delivery queues' approximate counts, the index of
-/// suspended subscriptions): not counted, as the operator makes them, not
-/// the deliveries, and a benchmark that reads `/metrics` until the counts
-/// stop changing would otherwise never see them stop.
-fn is_backlog_read(input: &aws_smithy_runtime_api::client::interceptors::context::Input) -> bool {
-    let queue_counts = input
-        .downcast_ref::<sqs::get_queue_attributes::GetQueueAttributesInput>()
-        .is_some_and(|i| {
-            i.attribute_names()
-                .contains(&aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages)
-        });
-    let suspended = input
-        .downcast_ref::<ddb::query::QueryInput>()
-        .is_some_and(|q| {
-            q.index_name() == Some("gsi2")
-                && q.expression_attribute_values()
-                    .and_then(|v| v.get(":p"))
-                    .and_then(|p| p.as_s().ok())
-                    .is_some_and(|p| p == crate::store::SUSPENDED_INDEX_PK)
-        });
-    queue_counts || suspended
 }
 
 /// Set once an adapter that counts its calls is built in this process.

@@ -57,6 +57,8 @@ pub struct Overview {
     /// Of them, those on the slow pool's queue (AWS: lanes whose attempts
     /// took too long run there).
     pub slow_pool_pending: Option<u64>,
+    /// Lanes in the slow pool (AWS).
+    pub slow_pool_lanes: Option<u64>,
     /// Suspended subscriptions, the longest suspended first (at most
     /// [`SUSPENDED_LISTED`]).
     pub suspended: Option<Vec<SuspendedSubscription>>,
@@ -98,6 +100,9 @@ pub struct Backlog {
     /// Of them, on the slow pool's queue (AWS only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub slow_pool: Option<u64>,
+    /// Lanes in the slow pool (AWS only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slow_pool_lanes: Option<u64>,
 }
 
 fn age(now: OffsetDateTime, at: Option<OffsetDateTime>) -> Option<f64> {
@@ -113,6 +118,7 @@ impl Overview {
                 oldest_age_seconds: None,
                 tenants: Vec::new(),
                 slow_pool: self.slow_pool_pending,
+                slow_pool_lanes: self.slow_pool_lanes,
             };
         };
         let mut rows: Vec<&TenantBacklog> = rows.iter().filter(|r| r.pending > 0).collect();
@@ -146,6 +152,7 @@ impl Overview {
             oldest_age_seconds: age(now, oldest).or(rows.is_empty().then_some(0.0)),
             tenants,
             slow_pool: self.slow_pool_pending,
+            slow_pool_lanes: self.slow_pool_lanes,
         }
     }
 

@@ -79,6 +79,7 @@ impl SqliteStore {
                 backlog: Some(backlog(conn)?),
                 pending_total: None,
                 slow_pool_pending: None,
+                slow_pool_lanes: None,
                 suspended: Some(listed),
                 suspended_total: Some(total),
                 parked: if with_parked {

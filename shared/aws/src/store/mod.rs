@@ -50,6 +50,7 @@ pub mod rates;
 pub mod records;
 mod resources;
 mod sending;
+mod slow_lanes;
 mod slow_pool;
 mod spill;
 pub mod subs;
@@ -60,6 +61,7 @@ mod tenant_lanes;
 mod tenant_share;
 mod type_index;
 
+pub(crate) use items::keys::SLOW_LANES_PK;
 /// The partition of the index of suspended subscriptions (the overview's
 /// read, which the call counts leave out).
 pub(crate) use items::keys::SUSPENDED_PK as SUSPENDED_INDEX_PK;

@@ -9,8 +9,17 @@
 //! not something a call returns. A deep lane's overflow kept in the table
 //! (the spill) is not in the count. Suspended subscriptions are read from
 //! their index (`gsi2`, partition `SUSPENDED`: the 100 longest suspended,
-//! and a count); parked counts per tenant would need a read of every
-//! tenant's: they are left out.
+//! and a count), and the lanes in the slow pool from their markers
+//! ([`super::slow_lanes`]); parked counts per tenant would need a read of
+//! every tenant's: they are left out.
+//!
+//! Per-tenant pending counts and the oldest age would need a count kept
+//! per tenant beside the queues: one write per enqueue and one per
+//! delivery function batch, about $0.70 per million deliveries at load
+//! (more at low load, when batches hold one message), which is a third of
+//! the whole cost target (BENCHMARKS.md figure 5). Not built: an operator
+//! on AWS reads the totals here and CloudWatch's age, and a tenant's own
+//! backlog from `GET /v1/tenants/{tenant}/events` and its deliveries.
 
 use aws_sdk_dynamodb::types::Select;
 use aws_sdk_sqs::types::QueueAttributeName as Attr;
@@ -107,10 +116,15 @@ impl Table {
             Some(url) => Some(self.messages_on(url).await?),
             None => None,
         };
+        let slow_lanes = match slow {
+            Some(_) => Some(self.slow_lanes().await?),
+            None => None,
+        };
         let (suspended, total) = self.suspended().await?;
         Ok(Overview {
             pending_total: Some(main + slow.unwrap_or(0)),
             slow_pool_pending: slow,
+            slow_pool_lanes: slow_lanes,
             suspended: Some(suspended),
             suspended_total: Some(total),
             ..Overview::default()

@@ -235,6 +235,7 @@ impl AwsStore {
             m.marked.store(true, Ordering::Release);
         }
         self.subs.placements.note_slow(sub, lane, true);
+        self.note_slow_lane(tenant, sub, lane).await;
         if spill {
             self.subs.lane_flags.note(sub, lane, true);
         }
@@ -328,6 +329,7 @@ impl AwsStore {
             match req.condition_expression(guard.join(" AND ")).send().await {
                 Ok(_) => {
                     self.subs.placements.note_slow(h.sub, h.lane, false);
+                    self.note_lane_back(h.tenant, h.sub, h.lane).await;
                     tracing::info!(
                         subscription_id = h.sub.as_str(),
                         lane = h.lane,

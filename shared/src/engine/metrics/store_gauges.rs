@@ -100,6 +100,14 @@ impl Collector for StoreGauges {
             );
             one(&mut encoder, name, n as i64)?;
         }
+        if let Some(n) = b.slow_pool_lanes {
+            let name = (
+                "hooklane_slow_pool_lanes",
+                "Lanes in the slow pool (AWS): their receivers did not answer in time",
+                None,
+            );
+            one(&mut encoder, name, n as i64)?;
+        }
         if let Some(n) = s.suspended {
             one(
                 &mut encoder,

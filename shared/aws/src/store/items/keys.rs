@@ -50,6 +50,16 @@ pub(crate) fn suspended_sk(at_ms: i64, tenant: &TenantId, id: &SubscriptionId) -
     format!("{at_ms:015}#{}#{}", tenant.as_str(), id.as_str())
 }
 
+/// The partition of the markers of lanes in the slow pool (written when a
+/// lane moves there, removed when it comes back: rare, so one partition
+/// holds them; see the store's `slow_lanes`).
+pub(crate) const SLOW_LANES_PK: &str = "SLOW";
+
+/// A slow lane's marker: whose lane.
+pub(crate) fn slow_lane_sk(tenant: &TenantId, sub: &SubscriptionId, lane: u16) -> String {
+    format!("{}#{}#{lane}", tenant.as_str(), sub.as_str())
+}
+
 /// The partition key of a tenant's parked deliveries.
 pub(crate) fn parked_pk(tenant: &TenantId) -> String {
     format!("P#{}", tenant.as_str())
