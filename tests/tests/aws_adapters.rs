@@ -477,10 +477,11 @@ async fn an_unreadable_message_is_parked_with_the_reason_and_its_group_goes_on()
     assert!(unreadable_count() > before, "counted");
 }
 
-/// An ingest message that does not parse fails alone: it is moved as it
-/// is, with the reason, to the ingest queue's dead-letter queue at once
-/// (not after the redrive's ten receives), and the events around it, of
-/// the same tenant's group, still fan out.
+/// An ingest message that does not parse fails alone: it is sent back at
+/// its first two receives, then moved as it is, with the reason, to the
+/// ingest queue's dead-letter queue (not after the redrive's ten
+/// receives), and the events around it, of the same tenant's group, still
+/// fan out (twice here: fanning out again queues nothing twice).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreadable_ingest_message_goes_to_its_dead_letter_queue_with_the_reason_and_the_batch_goes_on(
 ) {
@@ -513,9 +514,18 @@ async fn an_unreadable_ingest_message_goes_to_its_dead_letter_queue_with_the_rea
     poison.body = Some("{not json".into());
     msgs.insert(1, poison);
     let before = unreadable_count();
-    let resp =
-        hooklane_aws::handlers::fanout::handle(&fan, hooklane_aws::queue_poller::to_event(&msgs))
-            .await;
+    // At its first receives it is sent back (a newer version's message
+    // would be read by the newer function); at its third, moved.
+    let mut event = hooklane_aws::queue_poller::to_event(&msgs);
+    event.records[1]
+        .attributes
+        .insert("ApproximateReceiveCount".into(), "2".into());
+    let resp = hooklane_aws::handlers::fanout::handle(&fan, event.clone()).await;
+    assert_eq!(failed_ids(&resp), ["poison-ingest"], "sent back at first");
+    event.records[1]
+        .attributes
+        .insert("ApproximateReceiveCount".into(), "3".into());
+    let resp = hooklane_aws::handlers::fanout::handle(&fan, event).await;
     assert!(failed_ids(&resp).is_empty(), "moved, so not sent back");
     let queued = queued_event_ids(&store).await;
     assert_eq!(queued.get(&subs[0]), Some(&ids), "both events fanned out");

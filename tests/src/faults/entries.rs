@@ -5,8 +5,9 @@
 //! - `SendMessageBatch`: entries answered in `Failed` were not sent. When
 //!   an entry fails, the later entries of its message group in the same
 //!   call fail too: the proxy models a FIFO queue that keeps a group's
-//!   order within a call (a queue that took a later message of the group
-//!   would break the lane's order whatever the sender did; hooklane logs
+//!   order within a call (were a queue to take a later message of the
+//!   group, the lane's order would break for that pair unless the sender
+//!   put one message per group in a call, which hooklane does not: it logs
 //!   that case as an error).
 //! - `BatchGetItem`: keys held back come back in `UnprocessedKeys`, with
 //!   the table's other request parameters, unread.

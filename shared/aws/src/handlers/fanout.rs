@@ -162,14 +162,30 @@ pub async fn fan_out_together(ctx: &FanOut, records: &[SqsMessage]) -> HashSet<S
         .collect()
 }
 
-/// A fan-out message that does not parse fails alone: it is reported and
-/// moved, as it is and with the reason, to the ingest queue's dead-letter
-/// queue, and the rest of the batch (its group's later messages included)
-/// goes on. Where no such queue is configured, or the move fails, it is
-/// sent back and the queue's redrive policy moves it after repeated
-/// receives (it names no delivery to park).
+/// How many receives an ingest message that does not parse gets before it
+/// is moved to the dead-letter queue: a message written by a newer version
+/// than the function reading it (mid-deploy) is read again by the newer
+/// function within these, rather than parked.
+const UNREADABLE_RECEIVES: u32 = 3;
+
+/// A fan-out message that does not parse fails alone: it is reported,
+/// sent back until its [`UNREADABLE_RECEIVES`]th receive, then moved, with
+/// the reason, to the ingest queue's dead-letter queue, and the rest of the
+/// batch (its group's later messages included) goes on. Where no such queue
+/// is configured, or the move fails, it is sent back and the queue's
+/// redrive policy moves it after repeated receives (it names no delivery
+/// to park).
 async fn unreadable(ctx: &FanOut, m: &SqsMessage, why: &str) -> Outcome {
     let key = format!("message {}", m.message_id.as_deref().unwrap_or("(no id)"));
+    let receives: u32 = m
+        .attributes
+        .get("ApproximateReceiveCount")
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(1);
+    if receives < UNREADABLE_RECEIVES {
+        hooklane_core::record::unreadable("fan-out message", &key, why);
+        return Outcome::Poison;
+    }
     let body = m
         .body
         .as_deref()

@@ -1,5 +1,5 @@
 //! `Access` on DynamoDB: a tenant key is two items written in one
-//! transaction, one under the hash of its text (`K#{hash}`, `key`: what a
+//! transaction (tried again when throttling cancels it), one under the hash of its text (`K#{hash}`, `key`: what a
 //! request reads, one strongly consistent `GetItem`) and one in its
 //! tenant's partition (`T#{tenant}`, `K#{id}`: what the list reads, with
 //! the hash to revoke by). The text is never stored. The portal key is
@@ -9,11 +9,12 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem};
 use hooklane_core::access::ApiKey;
 use hooklane_core::domain::{KeyId, TenantId};
-use hooklane_core::ports::{Access, StoreResult};
+use hooklane_core::ports::{Access, StoreError, StoreResult};
 
+use super::batches::Txn;
 use super::items::api_key::{api_key_item, api_key_of};
 use super::items::keys::{key_pk, key_sk, tenant_pk, PORTAL_PK};
-use super::{backend, cancelled_by_condition, corrupt, get_s, is_condition_failed, Item};
+use super::{backend, corrupt, get_s, is_condition_failed, Item};
 use crate::string_attr;
 
 super::table::table_port!(
@@ -49,14 +50,15 @@ impl Access for AwsAccess {
     async fn create_key(&self, key: &ApiKey, hash: &str) -> StoreResult<()> {
         let by_hash = api_key_item(key_pk(hash), "key".into(), key, hash);
         let listed = api_key_item(tenant_pk(&key.tenant), key_sk(&key.id), key, hash);
-        self.ddb
-            .transact_write_items()
-            .transact_items(self.put(by_hash)?)
-            .transact_items(self.put(listed)?)
-            .send()
-            .await
-            .map_err(backend)?;
-        Ok(())
+        match self
+            .transact(vec![self.put(by_hash)?, self.put(listed)?])
+            .await?
+        {
+            Txn::Done => Ok(()),
+            Txn::ConditionFailed(_) => Err(StoreError::backend(
+                "a tenant key with this id or text exists already",
+            )),
+        }
     }
 
     async fn list_keys(&self, tenant: &TenantId) -> StoreResult<Vec<ApiKey>> {
@@ -76,18 +78,14 @@ impl Access for AwsAccess {
         let Some(hash) = listed.as_ref().and_then(|i| get_s(i, "hash")) else {
             return Ok(false);
         };
-        let res = self
-            .ddb
-            .transact_write_items()
-            .transact_items(self.delete(tenant_pk(tenant), key_sk(id))?)
-            .transact_items(self.delete(key_pk(hash), "key".into())?)
-            .send()
-            .await;
-        match res {
-            Ok(_) => Ok(true),
+        let both = vec![
+            self.delete(tenant_pk(tenant), key_sk(id))?,
+            self.delete(key_pk(hash), "key".into())?,
+        ];
+        match self.transact(both).await? {
+            Txn::Done => Ok(true),
             // Revoked meanwhile by another request.
-            Err(e) if cancelled_by_condition(&e) => Ok(false),
-            Err(e) => Err(backend(e)),
+            Txn::ConditionFailed(_) => Ok(false),
         }
     }
 

@@ -52,7 +52,8 @@ impl Table {
                     break;
                 }
                 if round == BATCH_GET_RETRIES {
-                    return Err(StoreError::backend(format!(
+                    // Throttled partitions: nothing wrong, try later.
+                    return Err(StoreError::unavailable(format!(
                         "BatchGetItem left {} keys unprocessed",
                         wanted.len()
                     )));
@@ -124,7 +125,9 @@ impl Table {
                 }
             }
             if !pending.is_empty() {
-                return Err(StoreError::backend(format!(
+                // Throttled partitions; what was written is written again
+                // by the caller's retry (puts and deletes, idempotent).
+                return Err(StoreError::unavailable(format!(
                     "BatchWriteItem left {} items unwritten",
                     pending.len()
                 )));
@@ -196,10 +199,19 @@ impl Table {
             // A cancellation for throttling is not an error the SDK retries
             // (the call itself answered): it is tried again here, with a
             // longer pause than a conflict's.
-            let throttled = reasons.iter().any(|c| c == "ThrottlingError");
+            let throttled = reasons
+                .iter()
+                .any(|c| c == "ThrottlingError" || c == "ProvisionedThroughputExceeded");
             let conflict = reasons.iter().any(|c| c == "TransactionConflict");
-            if !(conflict || throttled) || tries >= CONFLICT_TRIES {
+            if !(conflict || throttled) {
                 return Err(backend(e));
+            }
+            if tries >= CONFLICT_TRIES {
+                // Cancelled whole each time: nothing was applied.
+                return Err(StoreError::unavailable_from(
+                    "a transaction was cancelled by throttling or conflicts every time",
+                    e,
+                ));
             }
             let jitter = u64::from(OffsetDateTime::now_utc().nanosecond() % 20);
             let pause = match throttled {

@@ -138,14 +138,20 @@ impl AwsStore {
                 }
                 warn_if_order_broken(&pending, &failed);
                 if round == BATCH_RETRIES {
-                    return Err(StoreError::backend(format!(
+                    let why = format!(
                         "SendMessageBatch refused {} entries: {:?}",
                         failed.len(),
                         resp.failed
                             .iter()
                             .map(|f| f.message.clone())
                             .collect::<Vec<_>>()
-                    )));
+                    );
+                    // Refused on SQS's side (throttling, its own trouble):
+                    // those entries were not sent; try later.
+                    return Err(match resp.failed.iter().any(|f| f.sender_fault) {
+                        true => StoreError::backend(why),
+                        false => StoreError::unavailable(why),
+                    });
                 }
                 pending.retain(|e| failed.contains(&e.id));
             }

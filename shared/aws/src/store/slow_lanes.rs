@@ -9,7 +9,8 @@
 //! a crash between the two can leave a marker whose flag is gone (the
 //! overview checks every marker against its subscription and removes such
 //! a one) or, rarely, a flag without its marker (that lane is left out of
-//! the count until it moves again).
+//! the count until it moves again); a lane back is unmarked only by a
+//! marker older than its flag's removal.
 
 use std::collections::HashMap;
 
@@ -70,25 +71,42 @@ impl Table {
         }
     }
 
-    /// Notes a lane back in the main pool (best effort: a marker left
-    /// behind is removed by the next overview).
-    pub(crate) async fn note_lane_back(&self, tenant: &TenantId, sub: &SubscriptionId, lane: u16) {
+    /// Notes a lane back in the main pool, its flag removed at `at` (unix
+    /// milliseconds, read before that write): a marker put since, by a move
+    /// of the lane after it, stays. Best effort: a marker left behind is
+    /// removed by the next overview.
+    pub(crate) async fn note_lane_back(
+        &self,
+        (tenant, sub, lane): (&TenantId, &SubscriptionId, u16),
+        at: i64,
+    ) {
         let res = self
             .ddb
             .delete_item()
             .table_name(&self.settings.table)
             .key("pk", string_attr(SLOW_LANES_PK))
             .key("sk", string_attr(slow_lane_sk(tenant, sub, lane)))
+            .condition_expression("since < :at")
+            .expression_attribute_values(":at", number_attr(at))
             .send()
             .await;
-        if let Err(e) = res {
-            tracing::warn!(subscription_id = sub.as_str(), lane, error = %aws_smithy_types::error::display::DisplayErrorContext(e), "removing a lane's slow-pool marker failed; the next overview removes it");
+        match res {
+            Ok(_) => {}
+            // Moved again since: its new marker stays.
+            Err(e) if is_condition_failed(&e) => {}
+            Err(e) => {
+                tracing::warn!(subscription_id = sub.as_str(), lane, error = %aws_smithy_types::error::display::DisplayErrorContext(e), "removing a lane's slow-pool marker failed; the next overview removes it");
+            }
         }
     }
 
     /// The lanes in the slow pool now: the markers whose subscription
-    /// (live) still has the lane's flag. A marker whose flag is gone is
-    /// removed, unless the lane moved again since it was read.
+    /// (live) still has the lane's flag, read strongly consistent (the
+    /// flag is set before its marker is put). A marker whose flag is gone
+    /// is removed, unless the lane moved again since it was read. While
+    /// lanes are in the slow pool, these reads (a `BatchGetItem`, and a
+    /// `DeleteItem` for a stale marker) are counted among the AWS calls
+    /// (`calls`), unlike the overview's other reads.
     pub(crate) async fn slow_lanes(&self) -> StoreResult<u64> {
         let query = self
             .ddb
@@ -107,7 +125,7 @@ impl Table {
         keys.sort();
         keys.dedup();
         let subs: HashMap<(String, String), Item> = self
-            .get_many(keys, false)
+            .get_many(keys, true)
             .await?
             .into_iter()
             .filter_map(|item| {

@@ -34,7 +34,9 @@
 //! Cost: nothing for lanes that answer in time; for a slow lane, one
 //! conditional write and one `SendMessage` per forwarded message (the
 //! first one's write is the lane's move) and one conditional write per
-//! message finished in the slow pool.
+//! message finished in the slow pool; and a marker put when the lane moves
+//! and deleted when it comes back, for the overview's count
+//! ([`super::slow_lanes`]).
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -315,6 +317,7 @@ impl AwsStore {
             .filter(|m| *m != own)
             .collect();
         if fast {
+            let back_at = hooklane_core::record::ms(time::OffsetDateTime::now_utc());
             let mut guard = vec!["#mark = :mark".to_owned()];
             let mut req = self
                 .update_sub(h.tenant, h.sub)
@@ -329,7 +332,8 @@ impl AwsStore {
             match req.condition_expression(guard.join(" AND ")).send().await {
                 Ok(_) => {
                     self.subs.placements.note_slow(h.sub, h.lane, false);
-                    self.note_lane_back(h.tenant, h.sub, h.lane).await;
+                    self.note_lane_back((h.tenant, h.sub, h.lane), back_at)
+                        .await;
                     tracing::info!(
                         subscription_id = h.sub.as_str(),
                         lane = h.lane,

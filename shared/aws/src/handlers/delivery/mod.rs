@@ -252,9 +252,9 @@ async fn attempt(
         Ok(step) => step,
         // Nothing changed and the same step can succeed later (the AWS
         // store says so of a hold or drop beside an attempt that still
-        // runs; its other failures are backend errors): back in the time
-        // an attempt's lease lasts at most, not the queue's visibility
-        // timeout.
+        // runs, and of a throttled call; its other failures are backend
+        // errors): back in the time an attempt's lease lasts at most, not
+        // the queue's visibility timeout.
         Err(e @ StoreError::Unavailable(..)) => {
             tracing::warn!(reason = %Chain(&e), "delivery step put off");
             return (back_off(ctx, m, UNAVAILABLE_WAIT).await, false, None);

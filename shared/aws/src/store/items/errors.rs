@@ -1,57 +1,51 @@
-//! What an AWS call's failure means to the store's callers: "not now"
-//! (unavailable: throttling, a service's own trouble, a timeout; the API
-//! answers 503 with `Retry-After` and a delivery step is put off) or a
-//! backend failure, and the two conditional-write outcomes read from
+//! What an AWS call's failure means to the store's callers: throttled
+//! (unavailable: nothing was applied and the same call can succeed later;
+//! the API answers 503 with `Retry-After` and a delivery step is put off)
+//! or a backend failure (a timeout, a lost connection or a service's own
+//! 500 may come after the write took effect: the caller's retry, with the
+//! same ids, finds it), and the two conditional-write outcomes read from
 //! DynamoDB's errors.
 
 use hooklane_core::ports::StoreError;
 
 /// Maps an SDK error to a storage error, keeping the whole cause chain:
-/// unavailable (nothing changed, the same call can succeed later; the API
-/// answers 503 with `Retry-After`) when the service said "not now", a
-/// backend failure otherwise.
+/// unavailable when the service throttled the call, a backend failure
+/// otherwise.
 pub(crate) fn backend<E>(e: E) -> StoreError
 where
     E: std::error::Error + Send + Sync + 'static,
 {
-    match not_now(&e) {
-        true => StoreError::unavailable_from("an AWS call was refused for now", e),
+    match throttled(&e) {
+        true => StoreError::unavailable_from("an AWS call was throttled", e),
         false => StoreError::backend_from("an AWS call failed", e),
     }
 }
 
-/// The error codes by which DynamoDB and SQS say "not now": throttling,
-/// and their own internal errors or unavailability (a transaction
-/// cancelled for throttling names `ThrottlingError` among its reasons).
-const NOT_NOW: [&str; 11] = [
+/// The error codes by which DynamoDB and SQS throttle a call, which they
+/// refuse whole: a transaction cancelled for throttling names
+/// `ThrottlingError` or `ProvisionedThroughputExceeded` among its reasons
+/// (and in its message).
+pub(crate) const THROTTLED: [&str; 6] = [
     "ThrottlingException",
-    "ProvisionedThroughputExceededException",
+    "ProvisionedThroughputExceeded",
     "RequestLimitExceeded",
     "RequestThrottled",
     "ThrottlingError",
     "KmsThrottled",
-    "InternalServerError",
-    "InternalFailure",
-    "InternalError",
-    "ServiceUnavailable",
-    "TransactionInProgressException",
 ];
 
-/// Whether an SDK error says "not now" rather than "wrong": a code of
-/// [`NOT_NOW`], a timeout, a call that could not be sent or whose answer
-/// did not arrive whole. The SDK has already retried these (its standard
-/// mode) before one reaches here. Read from the error's text, the one
-/// thing every operation's error type shares (`SdkError`'s kinds display
-/// fixed phrases; a service error's source begins with its code).
-fn not_now(e: &(dyn std::error::Error + 'static)) -> bool {
-    match e.to_string().as_str() {
-        "request has timed out" | "dispatch failure" | "response error" => true,
-        "service error" => e.source().is_some_and(|inner| {
+/// Whether an SDK error is a service's throttling (a code of
+/// [`THROTTLED`]). The SDK has already retried it (its standard mode)
+/// before it reaches here. Read from the error's text, the one thing every
+/// operation's error type shares: `SdkError` displays "service error" for
+/// an answer from the service, whose source's text names the code (and,
+/// for a cancelled transaction, its reasons).
+fn throttled(e: &(dyn std::error::Error + 'static)) -> bool {
+    e.to_string() == "service error"
+        && e.source().is_some_and(|inner| {
             let text = inner.to_string();
-            NOT_NOW.iter().any(|code| text.contains(code))
-        }),
-        _ => false,
-    }
+            THROTTLED.iter().any(|code| text.contains(code))
+        })
 }
 
 /// Whether a transaction was cancelled because an item's
@@ -99,7 +93,7 @@ mod tests {
     }
 
     #[test]
-    fn throttling_and_timeouts_are_unavailable_and_a_failed_condition_is_not() {
+    fn throttling_is_unavailable_and_a_timeout_or_a_failed_condition_is_not() {
         let throttled = answered(PutItemError::ProvisionedThroughputExceededException(
             ProvisionedThroughputExceededException::builder()
                 .message("slow down")
@@ -108,7 +102,7 @@ mod tests {
         assert!(matches!(backend(throttled), StoreError::Unavailable(..)));
         let timed_out: SdkError<PutItemError, Response> =
             SdkError::timeout_error("the call took too long");
-        assert!(matches!(backend(timed_out), StoreError::Unavailable(..)));
+        assert!(matches!(backend(timed_out), StoreError::Backend(..)));
         let condition = answered(PutItemError::ConditionalCheckFailedException(
             ConditionalCheckFailedException::builder().build(),
         ));
