@@ -26,7 +26,7 @@ hundreds of messages made each call cost in proportion. Here those two
 reads take the one setting they need.
 
 And a FIFO queue whose received messages timed out hands their group out
-again from its first message, as SQS does (`_groups_in_flight`).
+again from its first message, as SQS does (`_timed_out_first`).
 
 And it makes an update expression cost what it says. moto parsed each
 `UpdateExpression` twice per call, from its text, and every pass of its
@@ -206,6 +206,30 @@ def _one_call_per_queue(operation):
     return whole_for_its_queue
 
 
+def _timed_out_first(receive_message):
+    """Forgets, before a receive walks the queue, every received message
+    that timed out (visible again). moto forgets one only when its walk
+    reaches it, and skips a message whose group has any other message not
+    forgotten yet: with several of a group's messages timed out, it forgot
+    the first, found the group still "in flight" by the others and skipped
+    it, forgot the next, and so on, and handed the group's last one out
+    first. SQS hands a timed-out group out again from its first message.
+    (A message that times out during the walk still waits for the next
+    receive, as moto had it.)"""
+
+    @functools.wraps(receive_message)
+    def forgetting_timed_out(self, queue_name, *args, **kwargs):
+        queue = self.get_queue(queue_name)
+        for message in list(queue.pending_messages):
+            if message.visible:
+                queue.pending_messages.remove(message)
+        return receive_message(self, queue_name, *args, **kwargs)
+
+    return forgetting_timed_out
+
+
+SQSBackend.receive_message = _timed_out_first(SQSBackend.receive_message)
+
 for _name in (
     "receive_message",
     "delete_message",
@@ -215,23 +239,6 @@ for _name in (
 
 
 
-def _groups_in_flight(queue):
-    """The message groups a receive must skip: those with a message in
-    flight, that is received and still invisible. moto counts every
-    message it handed out and has not seen time out yet, and a receive
-    forgets a timed-out one only when it walks past it: with several of a
-    group's messages timed out, it forgot the first, found the group still
-    "in flight" by the others and skipped it, forgot the next, and so on,
-    and handed out the group's last one first (a FIFO queue hands a group's
-    messages out in order, the timed-out first one again first)."""
-    return {
-        message.group_id
-        for message in queue.pending_messages
-        if message.group_id is not None and not message.visible
-    }
-
-
-Queue.pending_message_groups = property(_groups_in_flight)
 SQSBackend.is_message_valid_based_on_retention_period = _retained
 SQSBackend._validate_message = _checking(SQSBackend._validate_message)
 SQSBackend.send_message = _checking(SQSBackend.send_message)

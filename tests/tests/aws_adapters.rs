@@ -485,21 +485,7 @@ async fn an_unreadable_message_is_parked_with_the_reason_and_its_group_goes_on()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreadable_ingest_message_goes_to_its_dead_letter_queue_with_the_reason_and_the_batch_goes_on(
 ) {
-    let store = fresh_store(30).await;
-    let env = test_env(&[]);
-    let config = Config::from_lookup(|k| env.get(k).cloned()).unwrap();
-    let engine =
-        hooklane_aws::wiring::engine(config, &store, &hooklane_tests::aws::sdk().await, None)
-            .unwrap();
-    let fan = fan_out_function(engine, &store);
-    let tenant = TenantId::parse("acme").unwrap();
-    let subs = subscribed(&store, &tenant, 1).await;
-    let mut ids = Vec::new();
-    for _ in 0..2 {
-        let event = an_event(&tenant);
-        ids.push(event.id.as_str().to_owned());
-        store.archive().accept(event).await.unwrap();
-    }
+    let (store, fan, subs, ids) = accepted_for_fan_out(1, 2).await;
     let ingest = store.settings().ingest_queue_url.clone();
     let mut msgs = Vec::new();
     for _ in 0..5 {
@@ -1268,6 +1254,36 @@ fn fan_out_function(
     }
 }
 
+/// A fresh store with `subs` subscriptions of tenant `acme` and `events`
+/// events accepted for it (on the ingest queue), and the fan-out function
+/// over it; the subscription ids and the event ids in acceptance order.
+async fn accepted_for_fan_out(
+    subs: usize,
+    events: usize,
+) -> (
+    AwsStore,
+    hooklane_aws::handlers::fanout::FanOut,
+    Vec<String>,
+    Vec<String>,
+) {
+    let store = fresh_store(30).await;
+    let env = test_env(&[]);
+    let config = Config::from_lookup(|k| env.get(k).cloned()).unwrap();
+    let engine =
+        hooklane_aws::wiring::engine(config, &store, &hooklane_tests::aws::sdk().await, None)
+            .unwrap();
+    let fan = fan_out_function(engine, &store);
+    let tenant = TenantId::parse("acme").unwrap();
+    let subs = subscribed(&store, &tenant, subs).await;
+    let mut ids = Vec::new();
+    for _ in 0..events {
+        let event = an_event(&tenant);
+        ids.push(event.id.as_str().to_owned());
+        store.archive().accept(event).await.unwrap();
+    }
+    (store, fan, subs, ids)
+}
+
 /// The event ids of the delivery messages in the delivery queue, by
 /// subscription, in the order received (each received batch deleted, so
 /// a lane's next messages come).
@@ -1296,21 +1312,7 @@ async fn queued_event_ids(store: &AwsStore) -> std::collections::HashMap<String,
 /// once, in acceptance order, as one by one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_receive_of_a_tenants_events_fans_out_together_in_acceptance_order() {
-    let store = fresh_store(30).await;
-    let env = test_env(&[]);
-    let config = Config::from_lookup(|k| env.get(k).cloned()).unwrap();
-    let engine =
-        hooklane_aws::wiring::engine(config, &store, &hooklane_tests::aws::sdk().await, None)
-            .unwrap();
-    let fan = fan_out_function(engine, &store);
-    let tenant = TenantId::parse("acme").unwrap();
-    let subs = subscribed(&store, &tenant, 3).await;
-    let mut ids = Vec::new();
-    for _ in 0..8 {
-        let event = an_event(&tenant);
-        ids.push(event.id.as_str().to_owned());
-        store.archive().accept(event).await.unwrap();
-    }
+    let (store, fan, subs, ids) = accepted_for_fan_out(3, 8).await;
     // The first receive holds several of them: they fan out together.
     let ingest = store.settings().ingest_queue_url.clone();
     let first = receive_within_10s(&store, &ingest).await;

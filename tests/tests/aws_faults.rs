@@ -41,6 +41,21 @@ const RATE: u32 = 50;
 /// failed handler leaves a message invisible for the visibility timeout).
 const WAIT: Duration = Duration::from_secs(240);
 
+/// `serve --backend aws` in this process on fresh resources (made
+/// directly, not through the proxy), every call of its SDK clients going
+/// through a fault proxy that injects nothing yet; a compressed ladder and
+/// a 5 s attempt timeout.
+async fn serve_through_proxy() -> (FaultProxy, Server) {
+    let env = test_env(&[
+        ("HOOKLANE_RETRY_SCHEDULE", "0s,1s,1s,1s,1s,1s,1s,1s,1s,1s"),
+        ("HOOKLANE_ATTEMPT_TIMEOUT", "5s"),
+    ]);
+    let settings = aws::fresh_resources(12).await;
+    let proxy = FaultProxy::start(&aws::endpoint()).await;
+    let server = Server::start_aws_with(env, aws::sdk_at(&proxy.endpoint).await, settings).await;
+    (proxy, server)
+}
+
 /// Calls the API until it answers something other than a 5xx (bounded);
 /// returns every status in order and the last body.
 async fn call_through_5xx(
@@ -164,15 +179,7 @@ fn missing(rx: &Receiver, name: &str, ids: &[String]) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn under_injected_aws_faults_nothing_accepted_is_lost_nothing_follows_a_delete_and_attempt_numbers_count_up(
 ) {
-    let env = test_env(&[
-        ("HOOKLANE_RETRY_SCHEDULE", "0s,1s,1s,1s,1s,1s,1s,1s,1s,1s"),
-        ("HOOKLANE_ATTEMPT_TIMEOUT", "5s"),
-    ]);
-    // The resources are created directly; the server's every call then
-    // goes through the proxy.
-    let settings = aws::fresh_resources(12).await;
-    let proxy = FaultProxy::start(&aws::endpoint()).await;
-    let server = Server::start_aws_with(env, aws::sdk_at(&proxy.endpoint).await, settings).await;
+    let (proxy, server) = serve_through_proxy().await;
     proxy.set_rate(RATE);
 
     let rx = Receiver::start().await;
@@ -302,13 +309,7 @@ fn repeats(rx: &Receiver, name: &str, retries: usize) -> usize {
 /// numbers count up.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batch_calls_leaving_entries_undone_lose_nothing_and_keep_every_lane_in_order() {
-    let env = test_env(&[
-        ("HOOKLANE_RETRY_SCHEDULE", "0s,1s,1s,1s,1s,1s,1s,1s,1s,1s"),
-        ("HOOKLANE_ATTEMPT_TIMEOUT", "5s"),
-    ]);
-    let settings = aws::fresh_resources(12).await;
-    let proxy = FaultProxy::start(&aws::endpoint()).await;
-    let server = Server::start_aws_with(env, aws::sdk_at(&proxy.endpoint).await, settings).await;
+    let (proxy, server) = serve_through_proxy().await;
     proxy.set_entry_rate(200);
     proxy.set_delay(Duration::from_millis(40));
 
@@ -418,13 +419,7 @@ async fn batch_calls_leaving_entries_undone_lose_nothing_and_keep_every_lane_in_
 /// numbers counting up.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_minute_of_throttling_everywhere_loses_nothing_and_the_backlog_drains_after() {
-    let env = test_env(&[
-        ("HOOKLANE_RETRY_SCHEDULE", "0s,1s,1s,1s,1s,1s,1s,1s,1s,1s"),
-        ("HOOKLANE_ATTEMPT_TIMEOUT", "5s"),
-    ]);
-    let settings = aws::fresh_resources(12).await;
-    let proxy = FaultProxy::start(&aws::endpoint()).await;
-    let server = Server::start_aws_with(env, aws::sdk_at(&proxy.endpoint).await, settings).await;
+    let (proxy, server) = serve_through_proxy().await;
     let rx = Receiver::start().await;
     for name in KEPT {
         subscribe(&server, &rx.url(name)).await;

@@ -80,23 +80,10 @@ impl Table {
         (tenant, sub, lane): (&TenantId, &SubscriptionId, u16),
         at: i64,
     ) {
-        let res = self
-            .ddb
-            .delete_item()
-            .table_name(&self.settings.table)
-            .key("pk", string_attr(SLOW_LANES_PK))
-            .key("sk", string_attr(slow_lane_sk(tenant, sub, lane)))
-            .condition_expression("since < :at")
-            .expression_attribute_values(":at", number_attr(at))
-            .send()
-            .await;
-        match res {
-            Ok(_) => {}
-            // Moved again since: its new marker stays.
-            Err(e) if is_condition_failed(&e) => {}
-            Err(e) => {
-                tracing::warn!(subscription_id = sub.as_str(), lane, error = %aws_smithy_types::error::display::DisplayErrorContext(e), "removing a lane's slow-pool marker failed; the next overview removes it");
-            }
+        let sk = slow_lane_sk(tenant, sub, lane);
+        // A marker put since (the lane moved again) stays.
+        if let Err(e) = self.delete_marker(&sk, "since < :t", number_attr(at)).await {
+            tracing::warn!(subscription_id = sub.as_str(), lane, error = %e, "removing a lane's slow-pool marker failed; the next overview removes it");
         }
     }
 
@@ -152,22 +139,34 @@ impl Table {
     }
 
     async fn remove_stale_marker(&self, m: &Marker) {
+        let since = AttributeValue::N(m.since.clone());
+        if let Err(e) = self.delete_marker(&m.sk, "since = :t", since).await {
+            tracing::warn!(error = %e, "removing a stale slow-pool marker failed");
+        }
+    }
+
+    /// Deletes the marker `sk` on `condition` over its `since` (`:t` is
+    /// `t`); a condition that does not hold is no failure.
+    async fn delete_marker(
+        &self,
+        sk: &str,
+        condition: &str,
+        t: AttributeValue,
+    ) -> Result<(), String> {
         let res = self
             .ddb
             .delete_item()
             .table_name(&self.settings.table)
             .key("pk", string_attr(SLOW_LANES_PK))
-            .key("sk", string_attr(&m.sk))
-            .condition_expression("since = :since")
-            .expression_attribute_values(":since", AttributeValue::N(m.since.clone()))
+            .key("sk", string_attr(sk))
+            .condition_expression(condition)
+            .expression_attribute_values(":t", t)
             .send()
             .await;
         match res {
-            Ok(_) => {}
-            Err(e) if is_condition_failed(&e) => {}
-            Err(e) => {
-                tracing::warn!(error = %aws_smithy_types::error::display::DisplayErrorContext(e), "removing a stale slow-pool marker failed")
-            }
+            Ok(_) => Ok(()),
+            Err(e) if is_condition_failed(&e) => Ok(()),
+            Err(e) => Err(aws_smithy_types::error::display::DisplayErrorContext(e).to_string()),
         }
     }
 }
