@@ -186,11 +186,7 @@ async fn unreadable(ctx: &FanOut, m: &SqsMessage, why: &str) -> Outcome {
         hooklane_core::record::unreadable("fan-out message", &key, why);
         return Outcome::Poison;
     }
-    let body = m
-        .body
-        .as_deref()
-        .filter(|b| !b.is_empty())
-        .unwrap_or("(empty)");
+    let body = super::unreadable_body(m);
     let group = super::group_of(m);
     match ctx
         .store

@@ -236,6 +236,15 @@ pub(crate) fn first_receive(m: &SqsMessage) -> bool {
         .is_some_and(|c| c == "1")
 }
 
+/// The body of a message that does not parse, as it is kept in a
+/// dead-letter queue (which takes no empty body).
+pub(crate) fn unreadable_body(m: &SqsMessage) -> &str {
+    m.body
+        .as_deref()
+        .filter(|b| !b.is_empty())
+        .unwrap_or("(empty)")
+}
+
 /// Makes held-back messages visible again at once (they would otherwise
 /// wait out the queue's whole visibility timeout after the failed message
 /// ahead of them is done).

@@ -23,11 +23,7 @@ pub(super) async fn park_unreadable(
     key: &str,
     why: &str,
 ) -> Outcome {
-    let body = m
-        .body
-        .as_deref()
-        .filter(|b| !b.is_empty())
-        .unwrap_or("(empty)");
+    let body = super::super::unreadable_body(m);
     let group = super::super::group_of(m);
     match ctx
         .store
