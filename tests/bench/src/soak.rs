@@ -239,23 +239,29 @@ async fn publish(base: String, rate: u64, until: Instant, accepted: Arc<Mutex<Ve
     while sent.join_next().await.is_some() {}
 }
 
-/// The event ids a failing subscription has parked (every page).
-async fn parked(http: &reqwest::Client, base: &str, sub: &str) -> anyhow::Result<HashSet<String>> {
-    let mut ids = HashSet::new();
+/// The (subscription, event) pairs the tenant has parked, every page of
+/// its dead letters in one listing (not one per subscription: on AWS a
+/// subscription's listing reads the tenant's whole parked index).
+async fn parked(http: &reqwest::Client, base: &str) -> anyhow::Result<HashSet<(String, String)>> {
+    let mut pairs = HashSet::new();
     let mut cursor = String::new();
     for _ in 0..10_000 {
-        let path = format!("/v1/tenants/soak/dead-letters?subscription_id={sub}&limit=250{cursor}");
+        let path = format!("/v1/tenants/soak/dead-letters?limit=250{cursor}");
         let (status, page) = call_through(http, base, "GET", &path, Value::Null).await?;
         anyhow::ensure!(status == 200, "{path} answered {status}: {page}");
         for item in page["items"].as_array().into_iter().flatten() {
-            ids.extend(item["event_id"].as_str().map(str::to_owned));
+            if let (Some(s), Some(e)) =
+                (item["subscription_id"].as_str(), item["event_id"].as_str())
+            {
+                pairs.insert((s.to_owned(), e.to_owned()));
+            }
         }
         match page["next_cursor"].as_str() {
             Some(c) => cursor = format!("&cursor={c}"),
             None => break,
         }
     }
-    Ok(ids)
+    Ok(pairs)
 }
 
 /// Runs the soak and prints its figures.
@@ -316,10 +322,12 @@ pub async fn run(bin: &str, args: Args) -> anyhow::Result<()> {
     }
     publishing.await?;
     let accepted: Vec<String> = accepted.lock().map(|a| a.clone()).unwrap_or_default();
+    let mut known = HashSet::new();
     let drained = drain(
         &http,
         &base,
         (&seen, &subs, &accepted),
+        &mut known,
         args.drain_minutes,
         &server,
         &mut samples,
@@ -332,7 +340,9 @@ pub async fn run(bin: &str, args: Args) -> anyhow::Result<()> {
         drained,
         samples,
     };
-    let lost = report.print(&http, &base, &seen, &subs, &accepted).await?;
+    let lost = report
+        .print(&http, &base, (&seen, &subs, &accepted), &mut known)
+        .await?;
     drop((server, moto));
     anyhow::ensure!(lost == 0, "{lost} deliveries of accepted events were lost");
     Ok(())
@@ -342,24 +352,30 @@ type Subs = [(&'static str, String, String)];
 
 /// Deliveries of accepted events neither answered 2xx nor parked (a
 /// failing receiver's park after the ladder; a hanging one's, rarely, when
-/// every attempt landed on a held request), and those parked.
+/// every attempt landed on a held request), and those parked. `known`
+/// keeps the parked pairs between checks (the soak replays nothing, so a
+/// parked delivery stays parked); the dead letters are listed again only
+/// while some delivery is neither seen nor known parked.
 async fn missing(
     http: &reqwest::Client,
     base: &str,
-    seen: &Seen,
-    subs: &Subs,
-    accepted: &[String],
+    (seen, subs, accepted): (&Seen, &Subs, &[String]),
+    known: &mut HashSet<(String, String)>,
 ) -> anyhow::Result<(u64, u64)> {
-    let (mut missing, mut parked_all) = (0, 0);
-    for (_, path, id) in subs {
-        let parked = parked(http, base, id).await?;
-        parked_all += parked.len() as u64;
-        missing += accepted
-            .iter()
-            .filter(|e| !parked.contains(*e) && !seen.got(path, e))
-            .count() as u64;
+    let count = |known: &HashSet<(String, String)>| {
+        subs.iter()
+            .map(|(_, path, id)| {
+                accepted
+                    .iter()
+                    .filter(|e| !seen.got(path, e) && !known.contains(&(id.clone(), (*e).clone())))
+                    .count() as u64
+            })
+            .sum::<u64>()
+    };
+    if count(known) > 0 {
+        known.extend(parked(http, base).await?);
     }
-    Ok((missing, parked_all))
+    Ok((count(known), known.len() as u64))
 }
 
 /// Waits until nothing is missing, at most `minutes`; the seconds it took,
@@ -368,13 +384,14 @@ async fn drain(
     http: &reqwest::Client,
     base: &str,
     (seen, subs, accepted): (&Seen, &Subs, &[String]),
+    known: &mut HashSet<(String, String)>,
     minutes: u64,
     server: &Server,
     samples: &mut Vec<(u64, (u64, usize))>,
 ) -> anyhow::Result<Option<u64>> {
     let started = Instant::now();
     for _ in 0..(minutes * 6).max(1) {
-        if missing(http, base, seen, subs, accepted).await?.0 == 0 {
+        if missing(http, base, (seen, subs, accepted), known).await?.0 == 0 {
             return Ok(Some(started.elapsed().as_secs()));
         }
         tokio::time::sleep(Duration::from_secs(10)).await;
@@ -397,9 +414,8 @@ impl Report<'_> {
         &self,
         http: &reqwest::Client,
         base: &str,
-        seen: &Seen,
-        subs: &Subs,
-        accepted: &[String],
+        (seen, subs, accepted): (&Seen, &Subs, &[String]),
+        known: &mut HashSet<(String, String)>,
     ) -> anyhow::Result<u64> {
         let a = self.args;
         println!("soak: {} backend, {} min at {} events/s, ten subscriptions (4 healthy, 2 failing, 2 hanging 1 in 3, 2 flapping), {} kills (SIGKILL and restart)", a.backend, a.minutes, a.rate, self.kills);
@@ -410,7 +426,7 @@ impl Report<'_> {
             delivered += n;
             twice += t;
         }
-        let (missing, parked) = missing(http, base, seen, subs, accepted).await?;
+        let (missing, parked) = missing(http, base, (seen, subs, accepted), known).await?;
         // Not drained: what the server still has pending is not lost (yet).
         let (_, status) = call_through(http, base, "GET", "/status", Value::Null).await?;
         let pending = status["backlog"]["pending"].as_u64().unwrap_or(0);
