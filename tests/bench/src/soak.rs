@@ -378,8 +378,9 @@ async fn missing(
     Ok((count(known), known.len() as u64))
 }
 
-/// Waits until nothing is missing, at most `minutes`; the seconds it took,
-/// or `None` when it did not drain.
+/// Waits until nothing is missing, at most `minutes` of wall time (the
+/// checks' own time included: on the local server a check reads a large
+/// table); the seconds it took, or `None` when it did not drain.
 async fn drain(
     http: &reqwest::Client,
     base: &str,
@@ -390,9 +391,17 @@ async fn drain(
     samples: &mut Vec<(u64, (u64, usize))>,
 ) -> anyhow::Result<Option<u64>> {
     let started = Instant::now();
-    for _ in 0..(minutes * 6).max(1) {
-        if missing(http, base, (seen, subs, accepted), known).await?.0 == 0 {
-            return Ok(Some(started.elapsed().as_secs()));
+    let bound = Duration::from_secs(minutes * 60);
+    while started.elapsed() < bound {
+        let left = bound.saturating_sub(started.elapsed());
+        let check = missing(http, base, (seen, subs, accepted), known);
+        match tokio::time::timeout(left, check).await {
+            Ok(found) => {
+                if found?.0 == 0 {
+                    return Ok(Some(started.elapsed().as_secs()));
+                }
+            }
+            Err(_) => break,
         }
         tokio::time::sleep(Duration::from_secs(10)).await;
         samples.push((samples.last().map_or(0, |s| s.0) + 10, server.sample()));
@@ -426,7 +435,17 @@ impl Report<'_> {
             delivered += n;
             twice += t;
         }
-        let (missing, parked) = missing(http, base, (seen, subs, accepted), known).await?;
+        // Bounded as the drain is: a check that cannot finish is said so.
+        let bound = Duration::from_secs(a.drain_minutes * 60);
+        let checked =
+            tokio::time::timeout(bound, missing(http, base, (seen, subs, accepted), known));
+        let Ok(checked) = checked.await else {
+            anyhow::bail!(
+                "the loss check (every dead letter read through the API) did not finish within {} min",
+                a.drain_minutes
+            );
+        };
+        let (missing, parked) = checked?;
         // Not drained: what the server still has pending is not lost (yet).
         let (_, status) = call_through(http, base, "GET", "/status", Value::Null).await?;
         let pending = status["backlog"]["pending"].as_u64().unwrap_or(0);
