@@ -6,7 +6,7 @@
 //! restart, or past the bound of what is kept, the worker reads the events
 //! back with their jobs.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -24,8 +24,8 @@ use crate::telemetry::Chain;
 const FAN_OUT_BATCH: usize = 64;
 /// Event bytes kept at hand at most; past it, the worker reads them back.
 const AT_HAND_BYTES: usize = 1 << 20;
-/// An event kept this long was fanned out without it: it goes when room
-/// is needed.
+/// An event kept this long was fanned out without it (or the worker is
+/// that far behind, and reads it back): it goes.
 const STALE: Duration = Duration::from_secs(5);
 /// Events read back before they were kept, remembered at most (past it,
 /// the list starts over: an event kept after all is then stale in time).
@@ -33,12 +33,16 @@ const LATE_KEPT: usize = 4096;
 
 type Key = (TenantId, EventId);
 
-/// Events kept, with when each was kept, and their body bytes in all; and
-/// the events the worker read back before the publish path kept them.
+/// Events kept, with when each was kept, and their body bytes in all;
+/// the order they were kept in (an event taken since is passed over when
+/// its turn comes, so each keep looks at a few entries, never the whole
+/// map); and the events the worker read back before the publish path
+/// kept them.
 #[derive(Default)]
 struct Kept {
     events: HashMap<Key, (Event, Instant)>,
     bytes: usize,
+    order: VecDeque<(Key, Instant)>,
     late: HashSet<Key>,
 }
 
@@ -56,8 +60,9 @@ pub(super) struct AtHand {
 }
 
 impl AtHand {
-    /// Keeps an accepted event for the worker, within the bound (making
-    /// room by dropping stale ones first), unless it was already read back.
+    /// Keeps an accepted event for the worker, within the bound, unless it
+    /// was already read back. The oldest kept go first: those taken since
+    /// (their places), and those gone stale.
     pub(super) fn keep(&self, e: &Event) {
         let Ok(mut kept) = self.kept.lock() else {
             return;
@@ -65,27 +70,29 @@ impl AtHand {
         let Kept {
             events: map,
             bytes,
+            order,
             late,
         } = &mut *kept;
-        if late.remove(&(e.tenant.clone(), e.id.clone())) {
+        let key = (e.tenant.clone(), e.id.clone());
+        if late.remove(&key) {
             return;
         }
-        if *bytes + e.payload.len() > AT_HAND_BYTES {
-            let now = Instant::now();
-            map.retain(|_, (old, at)| {
-                let stale = now.duration_since(*at) >= STALE;
-                if stale {
-                    *bytes -= old.payload.len();
+        let now = Instant::now();
+        while let Some((old, at)) = order.pop_front() {
+            if map.get(&old).is_some_and(|(_, kept_at)| *kept_at == at) {
+                if now.duration_since(at) < STALE {
+                    order.push_front((old, at));
+                    break;
                 }
-                !stale
-            });
+                if let Some((stale, _)) = map.remove(&old) {
+                    *bytes -= stale.payload.len();
+                }
+            }
         }
         if *bytes + e.payload.len() <= AT_HAND_BYTES {
             *bytes += e.payload.len();
-            map.insert(
-                (e.tenant.clone(), e.id.clone()),
-                (e.clone(), Instant::now()),
-            );
+            order.push_back((key.clone(), now));
+            map.insert(key, (e.clone(), now));
         }
     }
 
@@ -230,6 +237,18 @@ mod tests {
             at_hand.take(&small.tenant, &small.id).is_some(),
             "room again"
         );
+    }
+
+    #[test]
+    fn the_order_kept_in_forgets_what_was_taken() {
+        let at_hand = AtHand::default();
+        for i in 0..10_000 {
+            let e = event(i, 10);
+            at_hand.keep(&e);
+            assert!(at_hand.take(&e.tenant, &e.id).is_some());
+        }
+        // Each keep passed over the one taken before it.
+        assert_eq!(at_hand.kept.lock().unwrap().order.len(), 1);
     }
 
     #[test]
