@@ -26,10 +26,9 @@
 //! between an outcome and its count leaves that delivery counted as
 //! pending, and a fan-out retried after its messages were sent counts them
 //! twice; a count older than the retention (14 days) is not read and TTL
-//! deletes it. Cost: a write unit per delivery, plus one per event and
-//! tenant: $0.56 more per million deliveries at load with ten
-//! subscriptions per event, $1.17 with one (BENCHMARKS.md figure 5), so it
-//! is a choice (`TenantBacklog` in the template).
+//! deletes it. Cost: a write unit per delivery, plus about one per event
+//! and tenant, about $0.70 per million deliveries at load (BENCHMARKS.md
+//! figure 5), so it is a choice (`TenantBacklog` in the template).
 //! Only deliveries queued while it is on carry their time and are
 //! counted: one queued before it was turned on is not taken off either;
 //! one queued before it was turned off and ended while off stays counted

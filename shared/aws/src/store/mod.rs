@@ -65,9 +65,6 @@ mod tenant_lanes;
 mod tenant_share;
 mod type_index;
 
-/// Whether a partition is of the tenant backlog counts (the overview's
-/// read of them, which the call counts leave out).
-pub(crate) use items::keys::is_count_pk;
 pub(crate) use items::keys::SLOW_LANES_PK;
 /// The partition of the index of suspended subscriptions (the overview's
 /// read, which the call counts leave out).

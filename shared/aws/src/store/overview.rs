@@ -16,9 +16,9 @@
 //! ([`super::slow_lanes`]); parked counts per tenant would need a read of
 //! every tenant's: they are left out.
 //!
-//! Those counts cost a write per delivery and one per event ($0.56 to
-//! $1.17 more per million deliveries against a target of $2.00,
-//! BENCHMARKS.md figure 5), so they are off unless chosen: without them an operator on AWS reads
+//! Those counts cost a write per delivery (about $0.70 per million
+//! deliveries, a third of the whole cost target, BENCHMARKS.md figure 5),
+//! so they are off unless chosen: without them an operator on AWS reads
 //! the totals here and CloudWatch's age, and a tenant's own backlog from
 //! `GET /v1/tenants/{tenant}/events` and its deliveries.
 

@@ -144,12 +144,6 @@ pub(crate) fn count_pk(shard: u32) -> String {
     format!("N#{shard}")
 }
 
-/// Whether a partition key is one of the tenant backlog counts'.
-pub(crate) fn is_count_pk(pk: &str) -> bool {
-    pk.strip_prefix("N#")
-        .is_some_and(|shard| shard.parse::<u32>().is_ok_and(|s| s < COUNT_SHARDS))
-}
-
 /// The tenant and minute of a backlog count's sort key.
 pub(crate) fn backlog_count_of(sk: &str) -> Option<(TenantId, i64)> {
     let (tenant, minute) = sk.rsplit_once('#')?;
