@@ -161,11 +161,6 @@ pub struct DeliveryMessage {
     /// The event itself, when small.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub event: Option<CarriedEvent>,
-    /// When it was queued (unix milliseconds), set while pending deliveries
-    /// are counted per tenant (the store's `backlog_counts`, which count it
-    /// by this minute); absent otherwise.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub queued_at: Option<i64>,
 }
 
 /// A fence: the end of old lane `lane` at the lanes switch `generation`.
@@ -192,7 +187,6 @@ impl DeliveryMessage {
             fence: None,
             nonce: None,
             event: None,
-            queued_at: None,
         }
     }
 

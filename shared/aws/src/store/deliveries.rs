@@ -32,9 +32,6 @@
 //!   with (a message back that looked like a first receive), the record is
 //!   read (settled, `first_attempt`) and ended at its own attempts, unless
 //!   an attempt of it still runs: then the message comes back later.
-//! - ended for good (any but a retry), with the tenant backlog counted
-//!   (`HOOKLANE_TENANT_BACKLOG`): one `UpdateItem` taking it off its
-//!   tenant's count ([`super::backlog_counts`]), best effort.
 
 use std::collections::HashMap;
 
@@ -68,10 +65,7 @@ impl LaneQueue for AwsStore {
         for d in deliveries {
             msgs.push(self.placed(d, &mut batch).await?);
         }
-        let queued = self.queued(&msgs);
-        self.dispatch(msgs, "").await?;
-        self.count_queued(queued).await;
-        Ok(())
+        self.dispatch(msgs, "").await
     }
 
     async fn begin(
@@ -141,7 +135,7 @@ impl LaneQueue for AwsStore {
                     .await?;
             if reset && backfill {
                 // The backfill is one lane of its own.
-                let mut msg = message_of(d, self.settings.tenant_backlog);
+                let mut msg = message_of(d);
                 msg.lane = Some("backfill".to_owned());
                 msg.lane_no = None;
                 backfills.push(msg);
@@ -152,10 +146,8 @@ impl LaneQueue for AwsStore {
             taken.push(reset);
         }
         let nonce = format!("requeue-{}", ms(OffsetDateTime::now_utc()));
-        let queued = self.queued(backfills.iter().chain(&live));
         self.send_deliveries(&backfills, &nonce).await?;
         self.dispatch(live, &nonce).await?;
-        self.count_queued(queued).await;
         if rule == Retake::Parked {
             // The dead-letter queue's copies are stale now.
             let replayed = deliveries.iter().zip(&taken).filter(|(_, t)| **t);
@@ -205,7 +197,14 @@ impl LaneQueue for AwsStore {
 
     async fn finish(&self, d: &Delivery, finish: &Finish) -> StoreResult<Finished> {
         if matches!(finish.end, End::Held | End::Dropped) {
-            return self.end_unattempted(d, &finish.end).await;
+            return self
+                .records()
+                .end_unattempted_settled(d, finish.end.state())
+                .await
+                .map(|()| Finished {
+                    took: true,
+                    health: None,
+                });
         }
         // The first attempt's start, noted at its begin, is forgotten
         // whatever happens next.
@@ -244,9 +243,6 @@ impl LaneQueue for AwsStore {
             // message), or a later attempt took over.
             return Ok(Finished { took, health });
         }
-        if !matches!(finish.end, End::Retry(_)) {
-            self.count_done(d).await;
-        }
         let moved = self.after_outcome_took(d, finish).await;
         // Whatever the lane's moves did: a message that comes back finds
         // the outcome taken and counts nothing.
@@ -258,23 +254,6 @@ impl LaneQueue for AwsStore {
 }
 
 impl AwsStore {
-    /// A delivery held or dropped without an attempt: its record ended
-    /// (`records`), and taken off its tenant's backlog count when this
-    /// call ended it.
-    async fn end_unattempted(&self, d: &Delivery, end: &End) -> StoreResult<Finished> {
-        if self
-            .records()
-            .end_unattempted_settled(d, end.state())
-            .await?
-        {
-            self.count_done(d).await;
-        }
-        Ok(Finished {
-            took: true,
-            health: None,
-        })
-    }
-
     /// What follows an outcome this call recorded: the dead-letter copy of
     /// a parked delivery, then the lane's plan (spill, refill, slow pool).
     async fn after_outcome_took(&self, d: &Delivery, finish: &Finish) -> StoreResult<()> {

@@ -23,9 +23,6 @@
 //! - backfill job: `B#{subscription}`, `B` ([`backfill`])
 //! - type index entry: `F#{tenant}#{filter}`, `S#{id}`; its marker
 //!   `F#{tenant}`, `complete` ([`type_index`])
-//! - a tenant's count of the deliveries queued in one minute (only with
-//!   `HOOKLANE_TENANT_BACKLOG`): `N#{shard}`, `{tenant}#{minute}` (TTL;
-//!   [`backlog_counts`])
 //!
 //! Every key is built in [`items::keys`], and every item is mapped to and
 //! from the core's records in [`items`].
@@ -35,7 +32,6 @@
 pub mod access;
 pub mod attempts;
 pub mod backfill;
-mod backlog_counts;
 mod batches;
 mod conflicts;
 pub mod dead_letter_queue;

@@ -18,9 +18,7 @@ const BATCH_RETRIES: usize = 3;
 /// The placements taken for one batch of deliveries, by subscription.
 pub(super) type Batch = HashMap<SubscriptionId, Option<super::items::placement::Placement>>;
 
-/// A new delivery's message, queued now (the time kept when the tenant
-/// backlog is counted, `counted`).
-pub(super) fn message_of(d: &NewDelivery, counted: bool) -> DeliveryMessage {
+pub(super) fn message_of(d: &NewDelivery) -> DeliveryMessage {
     let mut m = DeliveryMessage::new(
         d.tenant.as_str(),
         d.subscription_id.as_str(),
@@ -30,7 +28,6 @@ pub(super) fn message_of(d: &NewDelivery, counted: bool) -> DeliveryMessage {
     m.event = d.event.as_ref().and_then(CarriedEvent::of);
     m.lane_no = (d.lanes.get() > 1).then_some(d.lane);
     m.ordering_key = d.ordering_key.as_ref().map(|k| k.as_str().to_owned());
-    m.queued_at = counted.then(|| hooklane_core::record::ms(time::OffsetDateTime::now_utc()));
     m
 }
 
@@ -54,7 +51,7 @@ impl AwsStore {
                 p
             }
         };
-        let mut msg = message_of(d, self.settings.tenant_backlog);
+        let mut msg = message_of(d);
         if let Some(p) = p {
             let (lane, after) = p.place(d.ordering_key.as_ref(), &d.event_id);
             msg.lane_no = (p.sent.get() > 1).then_some(lane);

@@ -228,7 +228,7 @@ async fn attempt(
         return (back_off(ctx, m, due - now).await, false, None);
     }
     let d = Delivery {
-        seq: p.queued_at,
+        seq: 0,
         tenant: p.tenant.clone(),
         subscription_id: p.sub.clone(),
         event_id: p.event.clone(),
