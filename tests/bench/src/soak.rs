@@ -391,7 +391,7 @@ async fn drain(
     samples: &mut Vec<(u64, (u64, usize))>,
 ) -> anyhow::Result<Option<u64>> {
     let started = Instant::now();
-    let bound = Duration::from_secs(minutes * 60);
+    let bound = Duration::from_secs(minutes.max(1) * 60);
     while started.elapsed() < bound {
         let left = bound.saturating_sub(started.elapsed());
         let check = missing(http, base, (seen, subs, accepted), known);
@@ -436,7 +436,7 @@ impl Report<'_> {
             twice += t;
         }
         // Bounded as the drain is: a check that cannot finish is said so.
-        let bound = Duration::from_secs(a.drain_minutes * 60);
+        let bound = Duration::from_secs(a.drain_minutes.max(1) * 60);
         let checked =
             tokio::time::timeout(bound, missing(http, base, (seen, subs, accepted), known));
         let Ok(checked) = checked.await else {
