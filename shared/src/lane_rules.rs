@@ -88,14 +88,29 @@ pub fn asks_if_slow(step: &Step, pool: Pool) -> bool {
 }
 
 /// The message's next step after the engine's `step`, at `now`;
-/// `lane_slow` answers [`asks_if_slow`] when it asked.
-pub fn message_after(step: &Step, lane_slow: bool, now: OffsetDateTime) -> MessageNext {
+/// `lane_slow` answers [`asks_if_slow`] when it asked; `lease` is the
+/// longest an attempt's lease lasts ([`crate::engine::Engine::lease`]).
+///
+/// A skipped step (the attempt's start refused after the record was read
+/// pending) means another receiver holds the attempt: the same message
+/// received again because its visibility ran out while the first receiver
+/// still worked on it, or a copy of it. The message is kept, hidden until
+/// that lease has surely ended, and its record read again then: deleted
+/// here, it could be the only one left, and the attempt's holder, whose
+/// receipt is stale, could neither hide nor delete it.
+pub fn message_after(
+    step: &Step,
+    lane_slow: bool,
+    now: OffsetDateTime,
+    lease: Duration,
+) -> MessageNext {
     match step {
         Step::Ended(End::Retry(_)) if lane_slow => MessageNext::HandOver,
         Step::Ended(End::Retry(at)) => MessageNext::HideFor(*at - now),
         Step::Deferred(at) => MessageNext::HideFor((*at - now).max(LEAST_PUT_OFF)),
         Step::Elsewhere => MessageNext::HandOver,
-        Step::Skipped | Step::Ended(_) => MessageNext::Delete,
+        Step::Skipped => MessageNext::HideFor(lease.max(LEAST_PUT_OFF)),
+        Step::Ended(_) => MessageNext::Delete,
     }
 }
 
@@ -106,6 +121,7 @@ mod tests {
     use super::*;
 
     const AT: OffsetDateTime = OffsetDateTime::UNIX_EPOCH;
+    const LEASE: Duration = Duration::seconds(35);
 
     fn plan(to_slow_pool: bool, start_spill: bool, park: bool, refill: bool) -> LanePlan {
         LanePlan {
@@ -201,9 +217,12 @@ mod tests {
         let retry = Step::Ended(End::Retry(AT + Duration::seconds(30)));
         assert!(asks_if_slow(&retry, Pool::MainWithSlowPool));
         assert!(!asks_if_slow(&retry, Pool::Other));
-        assert_eq!(message_after(&retry, true, AT), MessageNext::HandOver);
         assert_eq!(
-            message_after(&retry, false, AT),
+            message_after(&retry, true, AT, LEASE),
+            MessageNext::HandOver
+        );
+        assert_eq!(
+            message_after(&retry, false, AT, LEASE),
             MessageNext::HideFor(Duration::seconds(30))
         );
     }
@@ -214,23 +233,32 @@ mod tests {
         let later = Step::Deferred(AT + Duration::seconds(7));
         assert!(!asks_if_slow(&soon, Pool::MainWithSlowPool));
         assert_eq!(
-            message_after(&soon, false, AT),
+            message_after(&soon, false, AT, LEASE),
             MessageNext::HideFor(LEAST_PUT_OFF)
         );
         assert_eq!(
-            message_after(&later, false, AT),
+            message_after(&later, false, AT, LEASE),
             MessageNext::HideFor(Duration::seconds(7))
+        );
+    }
+
+    #[test]
+    fn a_skipped_step_keeps_its_message_hidden_for_a_lease() {
+        // Deleted, the message of an attempt held elsewhere could be lost.
+        assert!(!asks_if_slow(&Step::Skipped, Pool::MainWithSlowPool));
+        assert_eq!(
+            message_after(&Step::Skipped, false, AT, LEASE),
+            MessageNext::HideFor(LEASE)
         );
     }
 
     #[test]
     fn elsewhere_hands_over_and_every_other_end_deletes() {
         assert_eq!(
-            message_after(&Step::Elsewhere, false, AT),
+            message_after(&Step::Elsewhere, false, AT, LEASE),
             MessageNext::HandOver
         );
         for step in [
-            Step::Skipped,
             Step::Ended(End::Delivered),
             Step::Ended(parked()),
             Step::Ended(End::Dropped),
@@ -238,7 +266,7 @@ mod tests {
         ] {
             assert!(!asks_if_slow(&step, Pool::MainWithSlowPool));
             assert_eq!(
-                message_after(&step, false, AT),
+                message_after(&step, false, AT, LEASE),
                 MessageNext::Delete,
                 "{step:?}"
             );

@@ -180,11 +180,21 @@ async fn handler_with(
     names: &[&str],
     rx: &Receiver,
 ) -> (Deliver, Vec<(SubscriptionId, TenantId)>) {
-    let store = fresh_store(30).await;
     // Attempts may take a minute: a hung receiver holds its group that long.
+    handler_over(fresh_store(30).await, (schedule, "60s"), names, rx).await
+}
+
+/// [`handler_with`] over `store`, with this retry schedule and attempt
+/// timeout.
+async fn handler_over(
+    store: AwsStore,
+    (schedule, timeout): (&str, &str),
+    names: &[&str],
+    rx: &Receiver,
+) -> (Deliver, Vec<(SubscriptionId, TenantId)>) {
     let env = test_env(&[
         ("HOOKLANE_RETRY_SCHEDULE", schedule),
-        ("HOOKLANE_ATTEMPT_TIMEOUT", "60s"),
+        ("HOOKLANE_ATTEMPT_TIMEOUT", timeout),
     ]);
     let config = Config::from_lookup(|k| env.get(k).cloned()).unwrap();
     let engine =
@@ -272,6 +282,64 @@ fn ids_of_group(msgs: &[aws_sdk_sqs::types::Message], sub: &SubscriptionId) -> V
         .collect();
     ids.sort();
     ids
+}
+
+/// A message received again while an earlier receive of it still runs its
+/// step (its visibility ran out: `serve`'s stand-in mappings bound no
+/// batch's time): both read the record, one starts the attempt and the
+/// other is refused. The refused one used to delete the message, which
+/// lost the delivery when the attempt then went into retry (its message
+/// gone, the retry's hide failed on it); it now hides the message for the
+/// attempt's lease, and the retry is attempted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_received_twice_at_once_goes_on_to_its_retry() {
+    let rx = Receiver::start().await;
+    rx.script("r", vec![Reply::Status(503)]);
+    rx.set_default("r", Reply::Status(204));
+    // Visible again a second after each receive; a lease of 3 s + 5 s.
+    let store = fresh_store(1).await;
+    let (ctx, subs) = handler_over(store, ("0s,1s", "3s"), &["r"], &rx).await;
+    publish_to(&ctx, &subs).await;
+    let url = ctx.store.settings().delivery_queue_url.clone();
+    // Three receives of the one message, each after the last one's
+    // visibility ran out: the later two both read the record.
+    let mut copies = Vec::new();
+    for _ in 0..3 {
+        let got = receive_within_10s(&ctx.store, &url).await;
+        assert_eq!(got.len(), 1, "the one message");
+        copies.push(got);
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+    }
+    // Each as the event source mapping runs it: what the handler does not
+    // report failed is deleted, with that receive's handle.
+    let run = |msgs: Vec<aws_sdk_sqs::types::Message>| {
+        let ctx = ctx.clone();
+        tokio::spawn(async move { run_batch(&ctx, &msgs).await })
+    };
+    let (a, b) = (run(copies.remove(1)), run(copies.remove(1)));
+    let _ = (a.await, b.await);
+    assert_eq!(rx.count("r"), 1, "one of the two attempted, once");
+    // The message is still there: its retry is attempted (it comes back
+    // within the lease, 8 s).
+    let delivered = async {
+        for _ in 0..20 {
+            let msgs = receive_within_10s(&ctx.store, &url).await;
+            if !msgs.is_empty() {
+                run_batch(&ctx, &msgs).await;
+            }
+            if rx.count("r") >= 2 {
+                return true;
+            }
+        }
+        false
+    };
+    assert!(
+        tokio::time::timeout(Duration::from_secs(40), delivered)
+            .await
+            .unwrap_or(false),
+        "the retry was attempted: {} requests",
+        rx.count("r")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

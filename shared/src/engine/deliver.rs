@@ -32,6 +32,14 @@ enum Prepared {
 }
 
 impl Engine {
+    /// The longest an attempt's lease lasts: the attempt's timeout and a
+    /// margin for the writes around it. A receiver refused an attempt's
+    /// start because another holds it waits this long before it reads the
+    /// record again ([`crate::lane_rules::message_after`]).
+    pub fn lease(&self) -> Duration {
+        self.config.attempt_timeout + LEASE_MARGIN
+    }
+
     /// Runs one attempt of a due delivery: reads the subscription right
     /// before it (tombstone rule), records the start, signs, sends,
     /// classifies and records the outcome. `event` is the event when
@@ -72,7 +80,7 @@ impl Engine {
         event: &Event,
         paced: OffsetDateTime,
     ) -> StoreResult<Step> {
-        let hold = self.config.attempt_timeout + LEASE_MARGIN;
+        let hold = self.lease();
         let slot = match self.take_slot(d, hold).await? {
             Ok(slot) => slot,
             Err(step) => return Ok(step),
@@ -102,7 +110,7 @@ impl Engine {
         start: OffsetDateTime,
         slot: TenantSlot,
     ) -> StoreResult<Step> {
-        let hold = self.config.attempt_timeout + LEASE_MARGIN;
+        let hold = self.lease();
         // Checked before the start is written too, so that a slot lost to a
         // slow store costs no attempt number.
         let Some(slot) = self.slot_for_the_request(d, slot, hold).await else {

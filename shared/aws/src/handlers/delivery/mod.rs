@@ -203,6 +203,21 @@ fn handed_over_due(ctx: &Deliver, m: &SqsMessage) -> Option<OffsetDateTime> {
     Some(hooklane_core::record::from_ms(due.parse().ok()?))
 }
 
+/// The delivery a parsed message carries, as its record has it, due `now`.
+fn delivery_of(p: &Parsed, record: &DeliveryRecord, now: OffsetDateTime) -> Delivery {
+    Delivery {
+        seq: 0,
+        tenant: p.tenant.clone(),
+        subscription_id: p.sub.clone(),
+        event_id: p.event.clone(),
+        event_type: p.event_type.clone(),
+        lane: p.lane,
+        attempts: record.attempts,
+        first_attempt_at: record.first_attempt_at,
+        next_attempt_at: now,
+    }
+}
+
 /// One attempt of a parsed message, reading its delivery record first
 /// when `read_record`; also says whether the engine skipped it (the
 /// conditional attempt start refused), and the engine's step.
@@ -227,17 +242,7 @@ async fn attempt(
     if let Some(due) = record.next_attempt_at.filter(|due| *due > now + EARLY) {
         return (back_off(ctx, m, due - now).await, false, None);
     }
-    let d = Delivery {
-        seq: 0,
-        tenant: p.tenant.clone(),
-        subscription_id: p.sub.clone(),
-        event_id: p.event.clone(),
-        event_type: p.event_type.clone(),
-        lane: p.lane,
-        attempts: record.attempts,
-        first_attempt_at: record.first_attempt_at,
-        next_attempt_at: now,
-    };
+    let d = delivery_of(p, &record, now);
     // In the main pool the step runs with the message at hand: a timeout
     // that moves the lane to the slow pool writes the message's hand-over
     // mark in the same write.
@@ -249,6 +254,9 @@ async fn attempt(
         _ => (deliver.await, false),
     };
     let step = match stepped {
+        // Refused without the record read: the caller reads it and decides
+        // again, without hiding the message first.
+        Ok(Step::Skipped) if !read_record => return (Outcome::Retry, true, None),
         Ok(step) => step,
         // Nothing changed and the same step can succeed later (the AWS
         // store says so of a hold or drop beside an attempt that still
@@ -288,7 +296,8 @@ async fn after_step(
             }
         };
     let skipped = step == Step::Skipped;
-    match lane_rules::message_after(&step, slow, OffsetDateTime::now_utc()) {
+    let lease = time::Duration::try_from(ctx.engine.lease()).unwrap_or(time::Duration::MINUTE);
+    match lane_rules::message_after(&step, slow, OffsetDateTime::now_utc(), lease) {
         MessageNext::HandOver => {
             let due = match step {
                 Step::Ended(End::Retry(at)) => Some(at),
