@@ -42,7 +42,8 @@ pub const MAX_LIMIT: usize = 250;
 pub enum CursorKind {
     /// The last subscription id of the previous page.
     SubscriptionId,
-    /// A sequence number of 1 to 18 digits.
+    /// A sequence number of 1 to 18 digits, or 19 below 9 × 10¹⁸ (the AWS
+    /// store's are milliseconds × 10⁶ and a part).
     Seq,
     /// An archived event's position: `{unix ms}~{event id}`.
     Event,
@@ -120,7 +121,9 @@ fn decode_cursor(raw: &str, kind: CursorKind) -> Result<Cursor, ApiError> {
             .map(Cursor::SubscriptionId)
             .map_err(|_| bad()),
         CursorKind::Seq => Some(raw)
-            .filter(|r| r.len() <= 18 && r.bytes().all(|b| b.is_ascii_digit()))
+            .filter(|r| r.bytes().all(|b| b.is_ascii_digit()))
+            // 19 digits only below 9 × 10¹⁸, so that every one fits `i64`.
+            .filter(|r| r.len() <= 18 || (r.len() == 19 && r.as_bytes()[0] <= b'8'))
             .and_then(|r| r.parse::<i64>().ok())
             .map(Cursor::Seq)
             .ok_or_else(bad),

@@ -12,16 +12,29 @@ pub(crate) fn padded(n: i64) -> String {
     format!("{n:020}")
 }
 
-/// A sequence number that orders by time: milliseconds × 1000 plus a
-/// random part, unique enough within one key.
+/// How many sequence numbers one millisecond has (`time_seq`): a million,
+/// so that `ms × SEQ_PER_MS` stays within 20 digits (`padded`) for
+/// thousands of years.
+pub(crate) const SEQ_PER_MS: i64 = 1_000_000;
+
+/// A sequence number that orders by time: milliseconds × [`SEQ_PER_MS`]
+/// plus a part from a counter that starts at a random place in each
+/// process. One process never draws the same number twice within a
+/// millisecond (up to a million a millisecond); two processes (a fleet of
+/// functions, each started fresh) draw the same one in the same
+/// millisecond about once in a million. Where two equal numbers would
+/// matter (an index paginated by `> cursor`), that is the bound.
 pub(crate) fn time_seq(now: time::OffsetDateTime) -> i64 {
-    hooklane_core::record::ms(now) * 1000 + (rand_part() % 1000)
+    hooklane_core::record::ms(now) * SEQ_PER_MS + seq_part()
 }
 
-fn rand_part() -> i64 {
+fn seq_part() -> i64 {
     use std::sync::atomic::{AtomicI64, Ordering};
+    use std::sync::OnceLock;
+    static START: OnceLock<i64> = OnceLock::new();
     static COUNTER: AtomicI64 = AtomicI64::new(0);
-    COUNTER.fetch_add(1, Ordering::Relaxed)
+    let start = *START.get_or_init(|| (rand::random::<u32>() % SEQ_PER_MS as u32) as i64);
+    (start + COUNTER.fetch_add(1, Ordering::Relaxed)).rem_euclid(SEQ_PER_MS)
 }
 
 /// Reads a string attribute.
