@@ -56,6 +56,11 @@ pub struct Args {
     /// Most minutes to wait for the backlog to drain.
     #[arg(long, default_value_t = 10)]
     drain_minutes: u64,
+    /// When deliveries are lost, minutes to keep the server (and the local
+    /// AWS-compatible server) running after the report, for a look at
+    /// their state; 0 stops them at once.
+    #[arg(long, default_value_t = 0)]
+    hold_on_loss_minutes: u64,
 }
 
 /// The server under soak: restarted over the same state and port.
@@ -101,9 +106,20 @@ impl Server {
             // The breaker would put the failing receivers' deliveries off
             // for minutes at a time; what is measured is what is kept.
             .env("HOOKLANE_BREAKER", "failures=1000000")
-            .env("RUST_LOG", "error")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
+            .stdout(Stdio::null());
+        // `HOOKLANE_SOAK_LOG=file` keeps the server's log (info and up)
+        // across its restarts, for a look after a run.
+        let log = std::env::var_os("HOOKLANE_SOAK_LOG").and_then(|p| {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)
+                .ok()
+        });
+        match log {
+            Some(f) => cmd.env("RUST_LOG", "info").stderr(f),
+            None => cmd.env("RUST_LOG", "error").stderr(Stdio::null()),
+        };
         if let Some((endpoint, prefix)) = aws {
             cmd.args([
                 "--backend",
@@ -343,12 +359,40 @@ pub async fn run(bin: &str, args: Args) -> anyhow::Result<()> {
     let lost = report
         .print(&http, &base, (&seen, &subs, &accepted), &mut known)
         .await?;
+    if lost > 0 {
+        for (path, sub, event) in unaccounted(&seen, &subs, &accepted, &known).take(20) {
+            println!("  missing: {path} {sub} {event}");
+        }
+        if args.hold_on_loss_minutes > 0 {
+            println!(
+                "holding for {} min: server {base}, AWS {:?}",
+                args.hold_on_loss_minutes, server.aws
+            );
+            tokio::time::sleep(Duration::from_secs(args.hold_on_loss_minutes * 60)).await;
+        }
+    }
     drop((server, moto));
     anyhow::ensure!(lost == 0, "{lost} deliveries of accepted events were lost");
     Ok(())
 }
 
 type Subs = [(&'static str, String, String)];
+
+/// The deliveries of accepted events neither answered 2xx nor known
+/// parked: (path, subscription, event).
+fn unaccounted<'a>(
+    seen: &'a Seen,
+    subs: &'a Subs,
+    accepted: &'a [String],
+    known: &'a HashSet<(String, String)>,
+) -> impl Iterator<Item = (&'a str, &'a str, &'a str)> + 'a {
+    subs.iter().flat_map(move |(_, path, id)| {
+        accepted
+            .iter()
+            .filter(move |e| !seen.got(path, e) && !known.contains(&(id.clone(), (*e).clone())))
+            .map(move |e| (path.as_str(), id.as_str(), e.as_str()))
+    })
+}
 
 /// Deliveries of accepted events neither answered 2xx nor parked (a
 /// failing receiver's park after the ladder; a hanging one's, rarely, when
@@ -362,16 +406,8 @@ async fn missing(
     (seen, subs, accepted): (&Seen, &Subs, &[String]),
     known: &mut HashSet<(String, String)>,
 ) -> anyhow::Result<(u64, u64)> {
-    let count = |known: &HashSet<(String, String)>| {
-        subs.iter()
-            .map(|(_, path, id)| {
-                accepted
-                    .iter()
-                    .filter(|e| !seen.got(path, e) && !known.contains(&(id.clone(), (*e).clone())))
-                    .count() as u64
-            })
-            .sum::<u64>()
-    };
+    let count =
+        |known: &HashSet<(String, String)>| unaccounted(seen, subs, accepted, known).count() as u64;
     if count(known) > 0 {
         known.extend(parked(http, base).await?);
     }
