@@ -102,3 +102,22 @@ pub(crate) fn readable_keyed<T>(
 pub(crate) fn truncate(text: &str, max: usize) -> String {
     text.chars().take(max).collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sequence_numbers_order_by_time_and_differ_within_a_millisecond() {
+        let at = time::OffsetDateTime::from_unix_timestamp(1_796_576_351).unwrap();
+        let later = at + time::Duration::milliseconds(1);
+        let same: Vec<i64> = (0..1000).map(|_| time_seq(at)).collect();
+        let distinct: std::collections::HashSet<_> = same.iter().collect();
+        assert_eq!(distinct.len(), same.len(), "a thousand in one millisecond");
+        let ms = hooklane_core::record::ms(at);
+        assert!(same.iter().all(|s| s / SEQ_PER_MS == ms), "the time part");
+        assert!(same.iter().all(|s| *s < time_seq(later)), "in time order");
+        // Twenty digits, so that `padded` sorts them as numbers.
+        assert_eq!(padded(time_seq(later)).len(), 20);
+    }
+}
