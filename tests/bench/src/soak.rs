@@ -399,19 +399,29 @@ fn unaccounted<'a>(
 /// every attempt landed on a held request), and those parked. `known`
 /// keeps the parked pairs between checks (the soak replays nothing, so a
 /// parked delivery stays parked); the dead letters are listed again only
-/// while some delivery is neither seen nor known parked.
+/// while some delivery is neither seen nor known parked, and, unless
+/// `always`, only once the server has nothing pending (before that, some
+/// delivery is missing anyway, and on the local AWS-compatible server
+/// every page of the listing scans the whole table).
 async fn missing(
     http: &reqwest::Client,
     base: &str,
     (seen, subs, accepted): (&Seen, &Subs, &[String]),
     known: &mut HashSet<(String, String)>,
+    always: bool,
 ) -> anyhow::Result<(u64, u64)> {
     let count =
         |known: &HashSet<(String, String)>| unaccounted(seen, subs, accepted, known).count() as u64;
-    if count(known) > 0 {
+    if count(known) > 0 && (always || pending(http, base).await? == 0) {
         known.extend(parked(http, base).await?);
     }
     Ok((count(known), known.len() as u64))
+}
+
+/// The deliveries the server has pending (`/status`).
+async fn pending(http: &reqwest::Client, base: &str) -> anyhow::Result<u64> {
+    let (_, status) = call_through(http, base, "GET", "/status", Value::Null).await?;
+    Ok(status["backlog"]["pending"].as_u64().unwrap_or(0))
 }
 
 /// Waits until nothing is missing, at most `minutes` of wall time (the
@@ -430,7 +440,7 @@ async fn drain(
     let bound = Duration::from_secs(minutes.max(1) * 60);
     while started.elapsed() < bound {
         let left = bound.saturating_sub(started.elapsed());
-        let check = missing(http, base, (seen, subs, accepted), known);
+        let check = missing(http, base, (seen, subs, accepted), known, false);
         match tokio::time::timeout(left, check).await {
             Ok(found) => {
                 if found?.0 == 0 {
@@ -473,8 +483,10 @@ impl Report<'_> {
         }
         // Bounded as the drain is: a check that cannot finish is said so.
         let bound = Duration::from_secs(a.drain_minutes.max(1) * 60);
-        let checked =
-            tokio::time::timeout(bound, missing(http, base, (seen, subs, accepted), known));
+        let checked = tokio::time::timeout(
+            bound,
+            missing(http, base, (seen, subs, accepted), known, true),
+        );
         let Ok(checked) = checked.await else {
             anyhow::bail!(
                 "the loss check (every dead letter read through the API) did not finish within {} min",
@@ -483,8 +495,7 @@ impl Report<'_> {
         };
         let (missing, parked) = checked?;
         // Not drained: what the server still has pending is not lost (yet).
-        let (_, status) = call_through(http, base, "GET", "/status", Value::Null).await?;
-        let pending = status["backlog"]["pending"].as_u64().unwrap_or(0);
+        let pending = pending(http, base).await?;
         let lost = missing.saturating_sub(pending);
         let expected = accepted.len() * subs.len();
         println!("published (answered 202 or 200)  {}", self.accepted);
