@@ -342,6 +342,82 @@ async fn a_message_received_twice_at_once_goes_on_to_its_retry() {
     );
 }
 
+/// A copy of a delivery's message in another group (a replay racing a
+/// redrive, a fan-out run again after the lane count changed) refused the
+/// attempt's start goes at once: the record names the message the attempt
+/// runs under, and it is another one. Kept for a lease, the copy would
+/// hold its own group back on every round of the delivery's retries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_in_another_group_refused_the_attempt_goes() {
+    let rx = Receiver::start().await;
+    rx.script("r", vec![Reply::Status(503)]);
+    rx.set_default("r", Reply::Status(204));
+    let store = fresh_store(1).await;
+    let (ctx, subs) = handler_over(store, ("0s,1s", "3s"), &["r"], &rx).await;
+    publish_to(&ctx, &subs).await;
+    let url = ctx.store.settings().delivery_queue_url.clone();
+    let first = receive_within_10s(&ctx.store, &url).await;
+    assert_eq!(first.len(), 1, "the message");
+    ctx.store
+        .sqs()
+        .send_message()
+        .queue_url(&url)
+        .message_body(first[0].body().unwrap_or_default())
+        .message_group_id(format!("{}#copy", subs[0].0))
+        .message_deduplication_id("copy")
+        .send()
+        .await
+        .expect("send the copy");
+    // Both received twice, so that both read the record before starting.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let _ = receive_within_10s(&ctx.store, &url).await;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let both = receive_within_10s(&ctx.store, &url).await;
+    assert_eq!(both.len(), 2, "the message and its copy");
+    let run = |m: aws_sdk_sqs::types::Message| {
+        let ctx = ctx.clone();
+        tokio::spawn(async move { run_batch(&ctx, &[m]).await })
+    };
+    let mut both = both.into_iter();
+    let (a, b) = (run(both.next().unwrap()), run(both.next().unwrap()));
+    let _ = (a.await, b.await);
+    assert_eq!(rx.count("r"), 1, "one attempt between the two");
+    // The retry is delivered; then nothing is left, hidden or not.
+    for _ in 0..20 {
+        if rx.count("r") >= 2 {
+            break;
+        }
+        let msgs = receive_within_10s(&ctx.store, &url).await;
+        run_batch(&ctx, &msgs).await;
+    }
+    assert_eq!(rx.count("r"), 2, "the retry delivered");
+    let attrs = ctx
+        .store
+        .sqs()
+        .get_queue_attributes()
+        .queue_url(&url)
+        .attribute_names(aws_sdk_sqs::types::QueueAttributeName::All)
+        .send()
+        .await
+        .expect("queue attributes");
+    let count = |name: &str| -> u64 {
+        let attrs = attrs.attributes().cloned().unwrap_or_default();
+        attrs
+            .iter()
+            .find(|(k, _)| k.as_str() == name)
+            .and_then(|(_, v)| v.parse().ok())
+            .unwrap_or(99)
+    };
+    assert_eq!(
+        (
+            count("ApproximateNumberOfMessages"),
+            count("ApproximateNumberOfMessagesNotVisible")
+        ),
+        (0, 0),
+        "the copy went when it was refused"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn in_a_mixed_batch_only_the_failing_groups_remainder_is_reported() {
     let rx = Receiver::start().await;

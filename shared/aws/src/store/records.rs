@@ -3,14 +3,14 @@
 //! still pending at its attempt) and the hold of a suspended
 //! subscription's delivery.
 
-use hooklane_core::domain::{Delivery, DeliveryState};
+use hooklane_core::domain::{Delivery, DeliveryState, EventId, SubscriptionId};
 use hooklane_core::ports::{End, Finish, StoreError, StoreResult};
 use hooklane_core::record::ms;
 use time::OffsetDateTime;
 
 use super::items::attrs::truncate;
 use super::items::keys::{by_event_pk, parked_pk, record_pk, record_sk};
-use super::{padded, time_seq, took_effect, RETENTION_SECS};
+use super::{get_s, padded, parked_seq, took_effect, RETENTION_SECS};
 use crate::{number_attr, string_attr};
 
 super::table::table_port!(
@@ -118,6 +118,30 @@ impl AwsRecords {
         took_effect(req.send().await)
     }
 
+    /// Whether a receive of message `own` that was refused an attempt's
+    /// start may let its message go: the record is no longer pending (the
+    /// delivery ended), or its attempt runs under another message (a copy
+    /// of this one, in another group). A pending record that names no
+    /// message (begun by an earlier version) keeps it: waiting out a lease
+    /// costs little, a deletion could lose the delivery.
+    pub async fn refused_as_copy(
+        &self,
+        sub: &SubscriptionId,
+        event: &EventId,
+        own: &str,
+    ) -> StoreResult<bool> {
+        let Some(item) = self
+            .get_consistent(record_pk(sub), record_sk(event))
+            .await?
+        else {
+            return Ok(false);
+        };
+        if get_s(&item, "state") != Some("pending") {
+            return Ok(true);
+        }
+        Ok(get_s(&item, "msg_id").is_some_and(|id| id != own))
+    }
+
     /// One try of the conditional write that starts attempt
     /// `d.attempts + 1`: it holds for a new record at attempt zero, for a
     /// pending record still at `d.attempts`, or for this very write (its
@@ -129,22 +153,10 @@ impl AwsRecords {
         lease_until: OffsetDateTime,
         token: &str,
     ) -> StoreResult<bool> {
-        // A first attempt's record is not in the `gsi1` index: its outcome
-        // puts it there unless it was delivered (at most one index write
-        // per delivery, none on the happy path). `GET /events/{id}` reads
-        // it by key meanwhile (`views`).
-        let mut expression = "SET attempts = :next, tenant = :t, subscription_id = :s, \
-             event_id = :e, event_type = :ty, #state = :pending, attempt_token = :token, \
-             first_attempt_at = if_not_exists(first_attempt_at, :now), last_attempt_at = :now, \
-             next_attempt_at = :lease, expires_at = :exp, lane = :lane"
-            .to_owned();
-        if d.attempts > 0 {
-            expression.push_str(", gsi1pk = :g1, gsi1sk = :s");
-        } else {
-            // No outcome written at this attempt yet: its log entry may
-            // settle the record (`first_attempt`).
-            expression.push_str(" REMOVE updated_at");
-        }
+        // The queue message the attempt runs under: a receive refused the
+        // start tells from it whether it is that message again.
+        let message = super::slow_pool::received_id();
+        let expression = begin_expression(d.attempts == 0, message.is_some());
         let mut req = self
             .ddb
             .update_item()
@@ -157,6 +169,9 @@ impl AwsRecords {
                 ":g1",
                 string_attr(by_event_pk(&d.tenant, &d.event_id)),
             );
+        }
+        if let Some(id) = message {
+            req = req.expression_attribute_values(":mid", string_attr(id));
         }
         let res = req
             .condition_expression(
@@ -236,6 +251,31 @@ impl AwsRecords {
     }
 }
 
+/// The update that starts an attempt (`first`: the delivery's first;
+/// `message`: naming the queue message it runs under).
+fn begin_expression(first: bool, message: bool) -> String {
+    // A first attempt's record is not in the `gsi1` index: its outcome
+    // puts it there unless it was delivered (at most one index write per
+    // delivery, none on the happy path). `GET /events/{id}` reads it by key
+    // meanwhile (`views`).
+    let mut expression = "SET attempts = :next, tenant = :t, subscription_id = :s, \
+         event_id = :e, event_type = :ty, #state = :pending, attempt_token = :token, \
+         first_attempt_at = if_not_exists(first_attempt_at, :now), last_attempt_at = :now, \
+         next_attempt_at = :lease, expires_at = :exp, lane = :lane"
+        .to_owned();
+    if message {
+        expression.push_str(", msg_id = :mid");
+    }
+    if first {
+        // No outcome written at this attempt yet: its log entry may settle
+        // the record (`first_attempt`).
+        expression.push_str(" REMOVE updated_at");
+    } else {
+        expression.push_str(", gsi1pk = :g1, gsi1sk = :s");
+    }
+    expression
+}
+
 type UpdateBuilder = aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 
 /// The fields an outcome's end adds to the record's update: a retry's
@@ -257,7 +297,7 @@ fn end_fields(
             set.push("reason = :reason, parked_at = :updated, gsi2pk = :g2, gsi2sk = :g2s");
             req.expression_attribute_values(":reason", string_attr(truncate(reason, 1000)))
                 .expression_attribute_values(":g2", string_attr(parked_pk(&d.tenant)))
-                .expression_attribute_values(":g2s", string_attr(padded(time_seq(now))))
+                .expression_attribute_values(":g2s", string_attr(padded(parked_seq(now))))
         }
         End::Delivered | End::Dropped | End::Held => req,
     }
