@@ -117,7 +117,7 @@ async fn refused_requests_answer_the_documented_status_naming_the_field_and_chan
         ),
         (
             "GET",
-            format!("{one}/attempts?cursor=1234567890123456789"),
+            format!("{one}/attempts?cursor=9234567890123456789"),
             None,
             400,
             "cursor",

@@ -208,7 +208,15 @@ fn samples() -> Vec<String> {
     .iter()
     .map(|s| s.to_string())
     .collect();
-    for n in [17, 18, 19, 59, 60, 61, 63, 64, 65, 124, 127, 128, 129] {
+    // Sequence cursors: 19 digits below 9 × 10¹⁸ and at it, and 20.
+    for n in [
+        "8999999999999999999",
+        "9000000000000000000",
+        "10000000000000000000",
+    ] {
+        out.push(n.to_owned());
+    }
+    for n in [17, 18, 19, 20, 59, 60, 61, 63, 64, 65, 124, 127, 128, 129] {
         out.push("1".repeat(n));
         out.push("x".repeat(n));
         out.push(format!("sub_{}", "x".repeat(n)));

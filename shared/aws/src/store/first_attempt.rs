@@ -52,7 +52,7 @@ use super::attempts::AwsAttemptLog;
 use super::items::keys::{log_pk, record_pk, record_sk};
 use super::items::record::record_of;
 use super::records::AwsRecords;
-use super::{get_n, get_s, padded, took_effect, Item, RETENTION_SECS, SEQ_PER_MS};
+use super::{get_n, get_s, padded, took_effect, Item, RETENTION_SECS};
 use crate::messages::dedup_id;
 use crate::{number_attr, string_attr};
 
@@ -122,8 +122,8 @@ pub(crate) type LogKey = (String, String);
 /// are ordered, so the log lists it in time).
 fn first_sk(event: &EventId, started_ms: i64) -> String {
     let hash = dedup_id(&[event.as_str(), "first attempt"]);
-    let part = u64::from_str_radix(&hash[..8], 16).unwrap_or(0) % SEQ_PER_MS as u64;
-    padded(started_ms * SEQ_PER_MS + part as i64)
+    let part = u64::from_str_radix(&hash[..8], 16).unwrap_or(0) % 1000;
+    padded(started_ms * 1000 + part as i64)
 }
 
 /// Where the log entry that settles a record is: for a pending record at

@@ -82,7 +82,7 @@ pub use slow_pool::{Handover, Received, DUE};
 pub use table::Table;
 
 pub(crate) use items::attrs::{
-    corrupt, get_n, get_s, key_of, padded, readable, readable_keyed, time_seq, SEQ_PER_MS,
+    corrupt, get_n, get_s, key_of, padded, parked_seq, readable, readable_keyed, time_seq,
 };
 
 /// How long archived items live (TTL), in seconds.

@@ -12,29 +12,38 @@ pub(crate) fn padded(n: i64) -> String {
     format!("{n:020}")
 }
 
-/// How many sequence numbers one millisecond has (`time_seq`): a million,
-/// so that `ms × SEQ_PER_MS` stays within 20 digits (`padded`) for
-/// thousands of years.
-pub(crate) const SEQ_PER_MS: i64 = 1_000_000;
-
-/// A sequence number that orders by time: milliseconds × [`SEQ_PER_MS`]
-/// plus a part from a counter that starts at a random place in each
-/// process. One process never draws the same number twice within a
-/// millisecond (up to a million a millisecond); two processes (a fleet of
-/// functions, each started fresh) draw the same one in the same
-/// millisecond about once in a million. Where two equal numbers would
-/// matter (an index paginated by `> cursor`), that is the bound.
+/// A sequence number that orders by time: milliseconds × 1000 plus a
+/// counter's part, unique within one process up to 1000 a millisecond.
+/// The keys it makes are unique where they must be by other means (the
+/// attempt log's conditional put, the spill key's delivery identity).
 pub(crate) fn time_seq(now: time::OffsetDateTime) -> i64 {
-    hooklane_core::record::ms(now) * SEQ_PER_MS + seq_part()
+    hooklane_core::record::ms(now) * 1000 + counter() % 1000
 }
 
-fn seq_part() -> i64 {
-    use std::sync::atomic::{AtomicI64, Ordering};
+/// How many parked-index numbers one millisecond has ([`parked_seq`]).
+pub(crate) const PARKED_PER_MS: i64 = 1_000_000;
+
+/// A parked delivery's place in its tenant's parked index (`gsi2sk`),
+/// which the dead-letter list pages through by `> cursor`, so that two
+/// equal numbers with a page's end between them would hide the second:
+/// milliseconds × [`PARKED_PER_MS`] plus the counter's part from a random
+/// start in each process. One process never draws the same number twice
+/// within a millisecond; two (a fleet of functions, each started fresh)
+/// draw the same one in the same millisecond about once in a million.
+/// Numbers of parks before this scale (× 1000) sort before these, as
+/// their times do. It fits `i64` (and the API's cursor, below 9 × 10¹⁸)
+/// until the year 2255.
+pub(crate) fn parked_seq(now: time::OffsetDateTime) -> i64 {
     use std::sync::OnceLock;
     static START: OnceLock<i64> = OnceLock::new();
+    let start = *START.get_or_init(|| i64::from(rand::random::<u32>()));
+    hooklane_core::record::ms(now) * PARKED_PER_MS + (start + counter()).rem_euclid(PARKED_PER_MS)
+}
+
+fn counter() -> i64 {
+    use std::sync::atomic::{AtomicI64, Ordering};
     static COUNTER: AtomicI64 = AtomicI64::new(0);
-    let start = *START.get_or_init(|| (rand::random::<u32>() % SEQ_PER_MS as u32) as i64);
-    (start + COUNTER.fetch_add(1, Ordering::Relaxed)).rem_euclid(SEQ_PER_MS)
+    COUNTER.fetch_add(1, Ordering::Relaxed)
 }
 
 /// Reads a string attribute.
@@ -108,16 +117,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sequence_numbers_order_by_time_and_differ_within_a_millisecond() {
+    fn parked_numbers_order_by_time_and_differ_within_a_millisecond() {
         let at = time::OffsetDateTime::from_unix_timestamp(1_796_576_351).unwrap();
         let later = at + time::Duration::milliseconds(1);
-        let same: Vec<i64> = (0..1000).map(|_| time_seq(at)).collect();
+        let same: Vec<i64> = (0..1000).map(|_| parked_seq(at)).collect();
         let distinct: std::collections::HashSet<_> = same.iter().collect();
         assert_eq!(distinct.len(), same.len(), "a thousand in one millisecond");
         let ms = hooklane_core::record::ms(at);
-        assert!(same.iter().all(|s| s / SEQ_PER_MS == ms), "the time part");
-        assert!(same.iter().all(|s| *s < time_seq(later)), "in time order");
-        // Twenty digits, so that `padded` sorts them as numbers.
-        assert_eq!(padded(time_seq(later)).len(), 20);
+        assert!(
+            same.iter().all(|s| s / PARKED_PER_MS == ms),
+            "the time part"
+        );
+        assert!(same.iter().all(|s| *s < parked_seq(later)), "in time order");
+        // After every number of the scale before, as their times are.
+        assert!(parked_seq(at) > time_seq(later + time::Duration::days(3650)));
+        assert_eq!(padded(parked_seq(later)).len(), 20);
     }
 }
