@@ -98,8 +98,9 @@ pub fn asks_if_copy(step: &Step) -> bool {
 pub struct Found {
     /// The lane is in the slow pool now ([`asks_if_slow`]).
     pub lane_slow: bool,
-    /// The message is a copy of the one the refused attempt runs under, or
-    /// its delivery has ended ([`asks_if_copy`]).
+    /// The message is another of the delivery's than the one the refused
+    /// attempt runs under (in another group, or the other pool's queue),
+    /// or its delivery has ended ([`asks_if_copy`]).
     pub copy: bool,
 }
 
@@ -108,13 +109,14 @@ pub struct Found {
 /// ([`crate::engine::Engine::lease`]).
 ///
 /// A skipped step (the attempt's start refused after the record was read
-/// pending) means another receive holds the attempt. A copy of the
-/// message (another message of the delivery, in another group) goes. The
-/// same message received again (its visibility ran out while the first
-/// receive still worked on it) is kept, hidden until that lease has surely
-/// ended, and its record read again then: deleted, it could be the only
-/// one left, and the attempt's holder could then neither hide it for a
-/// retry nor hand it over.
+/// pending) means another receive holds the attempt. A copy (another of
+/// the delivery's messages) goes, as does a message of a delivery that
+/// ended. The same message received again (its visibility ran out while
+/// the first receive still worked on it), or one the adapter cannot tell
+/// from it, is kept, hidden until that lease has surely ended, and its
+/// record read again then: deleted, it could be the only one left, and
+/// the attempt's holder could then neither hide it for a retry nor hand
+/// it over.
 pub fn message_after(
     step: &Step,
     found: Found,

@@ -321,12 +321,10 @@ async fn a_message_received_twice_at_once_goes_on_to_its_retry() {
     }
     // Each as the event source mapping runs it: what the handler does not
     // report failed is deleted, with that receive's handle.
-    let run = |msgs: Vec<aws_sdk_sqs::types::Message>| {
-        let ctx = ctx.clone();
-        tokio::spawn(async move { run_batch(&ctx, &msgs).await })
-    };
-    let (a, b) = (run(copies.remove(1)), run(copies.remove(1)));
-    let _ = (a.await, b.await);
+    // Polled together in one task, both records' reads are sent before
+    // either receive can have started the attempt (three calls on).
+    let (a, b) = (copies.remove(1), copies.remove(1));
+    tokio::join!(run_batch(&ctx, &a), run_batch(&ctx, &b));
     assert_eq!(rx.count("r"), 1, "one of the two attempted, once");
     // The message is still there: its retry is attempted (it comes back
     // within the lease, 8 s).
@@ -377,13 +375,8 @@ async fn a_copy_in_another_group_refused_the_attempt_goes() {
     tokio::time::sleep(Duration::from_millis(1100)).await;
     let both = receive_within_10s(&ctx.store, &url).await;
     assert_eq!(both.len(), 2, "the message and its copy");
-    let run = |m: aws_sdk_sqs::types::Message| {
-        let ctx = ctx.clone();
-        tokio::spawn(async move { run_batch(&ctx, &[m]).await })
-    };
-    let mut both = both.into_iter();
-    let (a, b) = (run(both.next().unwrap()), run(both.next().unwrap()));
-    let _ = (a.await, b.await);
+    // Polled together, as above: both read the record before the start.
+    tokio::join!(run_batch(&ctx, &both[..1]), run_batch(&ctx, &both[1..]));
     assert_eq!(rx.count("r"), 1, "one attempt between the two");
     // The retry is delivered; then nothing is left, hidden or not.
     for _ in 0..20 {

@@ -120,10 +120,11 @@ impl AwsRecords {
 
     /// Whether a receive of message `own` that was refused an attempt's
     /// start may let its message go: the record is no longer pending (the
-    /// delivery ended), or its attempt runs under another message (a copy
-    /// of this one, in another group). A pending record that names no
-    /// message (begun by an earlier version) keeps it: waiting out a lease
-    /// costs little, a deletion could lose the delivery.
+    /// delivery ended), or its attempt runs under another message of the
+    /// delivery (in another group, or the other pool's queue). A pending
+    /// record that names no message (begun by an earlier version) keeps
+    /// it: waiting out a lease costs little, a deletion could lose the
+    /// delivery.
     pub async fn refused_as_copy(
         &self,
         sub: &SubscriptionId,

@@ -295,7 +295,13 @@ async fn after_step(
                     false
                 }
             },
-        copy: lane_rules::asks_if_copy(&step) && is_copy(ctx, m, p).await,
+        // The slow pool keeps every refused message: its message may be
+        // the only one left when the main pool's original, back after a
+        // crash, was handed over again within the queue's deduplication
+        // window (the same mark, so no new message).
+        copy: lane_rules::asks_if_copy(&step)
+            && ctx.store.pool() == Pool::Main
+            && is_copy(ctx, m, p).await,
     };
     let skipped = step == Step::Skipped;
     let lease = time::Duration::try_from(ctx.engine.lease()).unwrap_or(time::Duration::MINUTE);
