@@ -87,49 +87,33 @@ pub fn asks_if_slow(step: &Step, pool: Pool) -> bool {
     matches!(step, Step::Ended(End::Retry(_))) && pool == Pool::MainWithSlowPool
 }
 
-/// Whether the message's next step needs to know if it is a copy: its
-/// step was refused the attempt's start.
-pub fn asks_if_copy(step: &Step) -> bool {
-    matches!(step, Step::Skipped)
-}
-
-/// What the adapter found out for [`message_after`], when it asked.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Found {
-    /// The lane is in the slow pool now ([`asks_if_slow`]).
-    pub lane_slow: bool,
-    /// The message is another of the delivery's than the one the refused
-    /// attempt runs under (in another group, or the other pool's queue),
-    /// or its delivery has ended ([`asks_if_copy`]).
-    pub copy: bool,
-}
-
-/// The message's next step after the engine's `step`, at `now`, with what
-/// the adapter `found`; `lease` is the longest an attempt's lease lasts
-/// ([`crate::engine::Engine::lease`]).
+/// The message's next step after the engine's `step`, at `now`;
+/// `lane_slow` answers [`asks_if_slow`] when it asked; `lease` is the
+/// longest an attempt's lease lasts ([`crate::engine::Engine::lease`]).
 ///
 /// A skipped step (the attempt's start refused after the record was read
-/// pending) means another receive holds the attempt. A copy (another of
-/// the delivery's messages) goes, as does a message of a delivery that
-/// ended. The same message received again (its visibility ran out while
-/// the first receive still worked on it), or one the adapter cannot tell
-/// from it, is kept, hidden until that lease has surely ended, and its
-/// record read again then: deleted, it could be the only one left, and
-/// the attempt's holder could then neither hide it for a retry nor hand
-/// it over.
+/// pending) means another receive holds the attempt: the same message
+/// received again because its visibility ran out while the first receive
+/// still worked on it (the delete was lost when it then retried), or a
+/// copy of it. The message is kept, hidden until that lease has surely
+/// ended, and its record read again then: deleted here, it could be the
+/// only one left. A copy in another group (a replay racing a redrive) is
+/// kept too, and goes once its delivery ends; until then it holds its own
+/// group back a lease at each of the delivery's retries, which is the
+/// price of never telling a copy from the original wrongly.
 pub fn message_after(
     step: &Step,
-    found: Found,
+    lane_slow: bool,
     now: OffsetDateTime,
     lease: Duration,
 ) -> MessageNext {
     match step {
-        Step::Ended(End::Retry(_)) if found.lane_slow => MessageNext::HandOver,
+        Step::Ended(End::Retry(_)) if lane_slow => MessageNext::HandOver,
         Step::Ended(End::Retry(at)) => MessageNext::HideFor(*at - now),
         Step::Deferred(at) => MessageNext::HideFor((*at - now).max(LEAST_PUT_OFF)),
         Step::Elsewhere => MessageNext::HandOver,
-        Step::Skipped if !found.copy => MessageNext::HideFor(lease.max(LEAST_PUT_OFF)),
-        Step::Skipped | Step::Ended(_) => MessageNext::Delete,
+        Step::Skipped => MessageNext::HideFor(lease.max(LEAST_PUT_OFF)),
+        Step::Ended(_) => MessageNext::Delete,
     }
 }
 
@@ -141,14 +125,6 @@ mod tests {
 
     const AT: OffsetDateTime = OffsetDateTime::UNIX_EPOCH;
     const LEASE: Duration = Duration::seconds(35);
-    const NONE: Found = Found {
-        lane_slow: false,
-        copy: false,
-    };
-    const SLOW: Found = Found {
-        lane_slow: true,
-        copy: false,
-    };
 
     fn plan(to_slow_pool: bool, start_spill: bool, park: bool, refill: bool) -> LanePlan {
         LanePlan {
@@ -245,11 +221,11 @@ mod tests {
         assert!(asks_if_slow(&retry, Pool::MainWithSlowPool));
         assert!(!asks_if_slow(&retry, Pool::Other));
         assert_eq!(
-            message_after(&retry, SLOW, AT, LEASE),
+            message_after(&retry, true, AT, LEASE),
             MessageNext::HandOver
         );
         assert_eq!(
-            message_after(&retry, NONE, AT, LEASE),
+            message_after(&retry, false, AT, LEASE),
             MessageNext::HideFor(Duration::seconds(30))
         );
     }
@@ -260,35 +236,29 @@ mod tests {
         let later = Step::Deferred(AT + Duration::seconds(7));
         assert!(!asks_if_slow(&soon, Pool::MainWithSlowPool));
         assert_eq!(
-            message_after(&soon, NONE, AT, LEASE),
+            message_after(&soon, false, AT, LEASE),
             MessageNext::HideFor(LEAST_PUT_OFF)
         );
         assert_eq!(
-            message_after(&later, NONE, AT, LEASE),
+            message_after(&later, false, AT, LEASE),
             MessageNext::HideFor(Duration::seconds(7))
         );
     }
 
     #[test]
-    fn a_skipped_step_keeps_its_message_hidden_for_a_lease_and_a_copy_goes() {
-        // Deleted, the message of an attempt held under it could be lost.
+    fn a_skipped_step_keeps_its_message_hidden_for_a_lease() {
+        // Deleted, the message of an attempt held elsewhere could be lost.
         assert!(!asks_if_slow(&Step::Skipped, Pool::MainWithSlowPool));
-        assert!(asks_if_copy(&Step::Skipped));
         assert_eq!(
-            message_after(&Step::Skipped, NONE, AT, LEASE),
+            message_after(&Step::Skipped, false, AT, LEASE),
             MessageNext::HideFor(LEASE)
-        );
-        let copy = Found { copy: true, ..NONE };
-        assert_eq!(
-            message_after(&Step::Skipped, copy, AT, LEASE),
-            MessageNext::Delete
         );
     }
 
     #[test]
     fn elsewhere_hands_over_and_every_other_end_deletes() {
         assert_eq!(
-            message_after(&Step::Elsewhere, NONE, AT, LEASE),
+            message_after(&Step::Elsewhere, false, AT, LEASE),
             MessageNext::HandOver
         );
         for step in [
@@ -298,9 +268,8 @@ mod tests {
             Step::Ended(End::Held),
         ] {
             assert!(!asks_if_slow(&step, Pool::MainWithSlowPool));
-            assert!(!asks_if_copy(&step));
             assert_eq!(
-                message_after(&step, NONE, AT, LEASE),
+                message_after(&step, false, AT, LEASE),
                 MessageNext::Delete,
                 "{step:?}"
             );

@@ -34,8 +34,8 @@ enum Prepared {
 impl Engine {
     /// The longest an attempt's lease lasts: the attempt's timeout and a
     /// margin for the writes around it. A queue message refused an
-    /// attempt's start and kept (not a copy) waits this long before its
-    /// record is read again ([`crate::lane_rules::message_after`]).
+    /// attempt's start waits this long before its record is read again
+    /// ([`crate::lane_rules::message_after`]).
     pub fn lease(&self) -> Duration {
         self.config.attempt_timeout + LEASE_MARGIN
     }

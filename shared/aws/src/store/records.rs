@@ -3,14 +3,14 @@
 //! still pending at its attempt) and the hold of a suspended
 //! subscription's delivery.
 
-use hooklane_core::domain::{Delivery, DeliveryState, EventId, SubscriptionId};
+use hooklane_core::domain::{Delivery, DeliveryState};
 use hooklane_core::ports::{End, Finish, StoreError, StoreResult};
 use hooklane_core::record::ms;
 use time::OffsetDateTime;
 
 use super::items::attrs::truncate;
 use super::items::keys::{by_event_pk, parked_pk, record_pk, record_sk};
-use super::{get_s, padded, parked_seq, took_effect, RETENTION_SECS};
+use super::{padded, parked_seq, took_effect, RETENTION_SECS};
 use crate::{number_attr, string_attr};
 
 super::table::table_port!(
@@ -118,31 +118,6 @@ impl AwsRecords {
         took_effect(req.send().await)
     }
 
-    /// Whether a receive of message `own` that was refused an attempt's
-    /// start may let its message go: the record is no longer pending (the
-    /// delivery ended), or its attempt runs under another message of the
-    /// delivery (in another group, or the other pool's queue). A pending
-    /// record that names no message (begun by an earlier version) keeps
-    /// it: waiting out a lease costs little, a deletion could lose the
-    /// delivery.
-    pub async fn refused_as_copy(
-        &self,
-        sub: &SubscriptionId,
-        event: &EventId,
-        own: &str,
-    ) -> StoreResult<bool> {
-        let Some(item) = self
-            .get_consistent(record_pk(sub), record_sk(event))
-            .await?
-        else {
-            return Ok(false);
-        };
-        if get_s(&item, "state") != Some("pending") {
-            return Ok(true);
-        }
-        Ok(get_s(&item, "msg_id").is_some_and(|id| id != own))
-    }
-
     /// One try of the conditional write that starts attempt
     /// `d.attempts + 1`: it holds for a new record at attempt zero, for a
     /// pending record still at `d.attempts`, or for this very write (its
@@ -154,10 +129,22 @@ impl AwsRecords {
         lease_until: OffsetDateTime,
         token: &str,
     ) -> StoreResult<bool> {
-        // The queue message the attempt runs under: a receive refused the
-        // start tells from it whether it is that message again.
-        let message = super::slow_pool::received_id();
-        let expression = begin_expression(d.attempts == 0, message.is_some());
+        // A first attempt's record is not in the `gsi1` index: its outcome
+        // puts it there unless it was delivered (at most one index write
+        // per delivery, none on the happy path). `GET /events/{id}` reads
+        // it by key meanwhile (`views`).
+        let mut expression = "SET attempts = :next, tenant = :t, subscription_id = :s, \
+             event_id = :e, event_type = :ty, #state = :pending, attempt_token = :token, \
+             first_attempt_at = if_not_exists(first_attempt_at, :now), last_attempt_at = :now, \
+             next_attempt_at = :lease, expires_at = :exp, lane = :lane"
+            .to_owned();
+        if d.attempts > 0 {
+            expression.push_str(", gsi1pk = :g1, gsi1sk = :s");
+        } else {
+            // No outcome written at this attempt yet: its log entry may
+            // settle the record (`first_attempt`).
+            expression.push_str(" REMOVE updated_at");
+        }
         let mut req = self
             .ddb
             .update_item()
@@ -170,9 +157,6 @@ impl AwsRecords {
                 ":g1",
                 string_attr(by_event_pk(&d.tenant, &d.event_id)),
             );
-        }
-        if let Some(id) = message {
-            req = req.expression_attribute_values(":mid", string_attr(id));
         }
         let res = req
             .condition_expression(
@@ -250,31 +234,6 @@ impl AwsRecords {
             .await;
         took_effect(res)
     }
-}
-
-/// The update that starts an attempt (`first`: the delivery's first;
-/// `message`: naming the queue message it runs under).
-fn begin_expression(first: bool, message: bool) -> String {
-    // A first attempt's record is not in the `gsi1` index: its outcome
-    // puts it there unless it was delivered (at most one index write per
-    // delivery, none on the happy path). `GET /events/{id}` reads it by key
-    // meanwhile (`views`).
-    let mut expression = "SET attempts = :next, tenant = :t, subscription_id = :s, \
-         event_id = :e, event_type = :ty, #state = :pending, attempt_token = :token, \
-         first_attempt_at = if_not_exists(first_attempt_at, :now), last_attempt_at = :now, \
-         next_attempt_at = :lease, expires_at = :exp, lane = :lane"
-        .to_owned();
-    if message {
-        expression.push_str(", msg_id = :mid");
-    }
-    if first {
-        // No outcome written at this attempt yet: its log entry may settle
-        // the record (`first_attempt`).
-        expression.push_str(" REMOVE updated_at");
-    } else {
-        expression.push_str(", gsi1pk = :g1, gsi1sk = :s");
-    }
-    expression
 }
 
 type UpdateBuilder = aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;

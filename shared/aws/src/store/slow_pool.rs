@@ -90,33 +90,26 @@ pub(crate) fn mark_of(group: &str, body: &str) -> String {
 
 tokio::task_local! {
     /// The queue message whose step runs in this task, so that the write
-    /// moving its lane to the slow pool also writes its hand-over mark,
-    /// and an attempt's start names it on the record.
+    /// moving its lane to the slow pool also writes its hand-over mark.
     static RECEIVED: Arc<Received>;
 }
 
-/// A queue message, as received: its id, group and body, and whether its
-/// mark was written with its lane's move to the slow pool (then its
-/// hand-over sends it without a write of its own). Its id goes on the
-/// record with an attempt's start ([`received_id`]).
+/// A message of the main pool's queue, as received: its group and body,
+/// and whether its mark was written with its lane's move to the slow pool
+/// (then its hand-over sends it without a write of its own).
 #[derive(Debug)]
 pub struct Received {
-    id: String,
     group: String,
     body: String,
     marked: AtomicBool,
 }
 
 impl Received {
-    /// Runs `step` (the engine's step of the message with id `id`, group
-    /// `group` and body `body`) with the message at hand; also says
-    /// whether the message's mark was written meanwhile.
-    pub async fn scope<T>(
-        (id, group, body): (&str, &str, &str),
-        step: impl Future<Output = T>,
-    ) -> (T, bool) {
+    /// Runs `step` (the engine's step of the message with group `group`
+    /// and body `body`) with the message at hand; also says whether the
+    /// message's mark was written meanwhile.
+    pub async fn scope<T>(group: &str, body: &str, step: impl Future<Output = T>) -> (T, bool) {
         let received = Arc::new(Received {
-            id: id.to_owned(),
             group: group.to_owned(),
             body: body.to_owned(),
             marked: AtomicBool::new(false),
@@ -124,11 +117,6 @@ impl Received {
         let out = RECEIVED.scope(received.clone(), step).await;
         (out, received.marked.load(Ordering::Acquire))
     }
-}
-
-/// The id of the queue message whose step runs in this task, if any.
-pub(crate) fn received_id() -> Option<String> {
-    RECEIVED.try_with(|r| r.id.clone()).ok()
 }
 
 /// One message being handed over: its subscription, lane, group and body.

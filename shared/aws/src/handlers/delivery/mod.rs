@@ -16,7 +16,7 @@ use std::time::Duration;
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use hooklane_core::domain::{Delivery, DeliveryRecord, SubscriptionId, TenantId};
 use hooklane_core::engine::{Engine, Step};
-use hooklane_core::lane_rules::{self, Found, MessageNext};
+use hooklane_core::lane_rules::{self, MessageNext};
 use hooklane_core::ports::{End, StoreError};
 use hooklane_core::telemetry::Chain;
 use time::OffsetDateTime;
@@ -243,13 +243,14 @@ async fn attempt(
         return (back_off(ctx, m, due - now).await, false, None);
     }
     let d = delivery_of(p, &record, now);
-    // The step runs with the message at hand: the attempt's start names
-    // it on the record, and in the main pool a timeout that moves the lane
-    // to the slow pool writes the message's hand-over mark in the same
-    // write.
+    // In the main pool the step runs with the message at hand: a timeout
+    // that moves the lane to the slow pool writes the message's hand-over
+    // mark in the same write.
     let deliver = ctx.engine.deliver(&d, p.carried.clone());
-    let (stepped, marked) = match (m.message_id.as_deref(), m.body.as_deref()) {
-        (Some(id), Some(body)) => Received::scope((id, &super::group_of(m), body), deliver).await,
+    let (stepped, marked) = match m.body.as_deref() {
+        Some(body) if ctx.store.pool() == Pool::Main => {
+            Received::scope(&super::group_of(m), body, deliver).await
+        }
         _ => (deliver.await, false),
     };
     let step = match stepped {
@@ -286,26 +287,17 @@ async fn after_step(
     step: Step,
     marked: bool,
 ) -> (Outcome, bool, Option<Step>) {
-    let found = Found {
-        lane_slow: lane_rules::asks_if_slow(&step, ctx.store.rules_pool())
-            && match ctx.store.is_slow(&p.tenant, &p.sub, p.lane).await {
-                Ok(slow) => slow,
-                Err(e) => {
-                    error!(error = %Chain(&e), "reading whether a lane is slow failed");
-                    false
-                }
-            },
-        // The slow pool keeps every refused message: its message may be
-        // the only one left when the main pool's original, back after a
-        // crash, was handed over again within the queue's deduplication
-        // window (the same mark, so no new message).
-        copy: lane_rules::asks_if_copy(&step)
-            && ctx.store.pool() == Pool::Main
-            && is_copy(ctx, m, p).await,
-    };
+    let slow = lane_rules::asks_if_slow(&step, ctx.store.rules_pool())
+        && match ctx.store.is_slow(&p.tenant, &p.sub, p.lane).await {
+            Ok(slow) => slow,
+            Err(e) => {
+                error!(error = %Chain(&e), "reading whether a lane is slow failed");
+                false
+            }
+        };
     let skipped = step == Step::Skipped;
     let lease = time::Duration::try_from(ctx.engine.lease()).unwrap_or(time::Duration::MINUTE);
-    match lane_rules::message_after(&step, found, OffsetDateTime::now_utc(), lease) {
+    match lane_rules::message_after(&step, slow, OffsetDateTime::now_utc(), lease) {
         MessageNext::HandOver => {
             let due = match step {
                 Step::Ended(End::Retry(at)) => Some(at),
@@ -319,25 +311,6 @@ async fn after_step(
         }
         MessageNext::HideFor(wait) => (back_off(ctx, m, wait).await, skipped, Some(step)),
         MessageNext::Delete => (Outcome::Done, skipped, Some(step)),
-    }
-}
-
-/// Whether a message refused an attempt's start is a copy of the one the
-/// attempt runs under, or of a delivery that ended; on a failed read, not
-/// (kept for a lease rather than risk the only message).
-async fn is_copy(ctx: &Deliver, m: &SqsMessage, p: &Parsed) -> bool {
-    let own = m.message_id.as_deref().unwrap_or_default();
-    match ctx
-        .store
-        .records()
-        .refused_as_copy(&p.sub, &p.event, own)
-        .await
-    {
-        Ok(copy) => copy,
-        Err(e) => {
-            error!(error = %Chain(&e), "reading who holds a refused attempt failed");
-            false
-        }
     }
 }
 
