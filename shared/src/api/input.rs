@@ -43,7 +43,7 @@ pub enum CursorKind {
     /// The last subscription id of the previous page.
     SubscriptionId,
     /// A sequence number of 1 to 18 digits, or 19 below 9 × 10¹⁸ (the AWS
-    /// store's are milliseconds × 10⁶ and a part).
+    /// store's dead-letter positions are milliseconds × 10⁶ and a part).
     Seq,
     /// An archived event's position: `{unix ms}~{event id}`.
     Event,
