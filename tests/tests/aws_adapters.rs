@@ -284,22 +284,6 @@ fn ids_of_group(msgs: &[aws_sdk_sqs::types::Message], sub: &SubscriptionId) -> V
     ids
 }
 
-/// One delivery enqueued to a receiver that answers 503 once, then 204,
-/// over queues whose messages are visible again a second after each
-/// receive, with retries at 0 s and 1 s and a lease of 3 s + 5 s: the
-/// receiver, the handler, its subscription and the delivery queue's URL.
-async fn one_delivery_failing_once() -> (Receiver, Deliver, Vec<(SubscriptionId, TenantId)>, String)
-{
-    let rx = Receiver::start().await;
-    rx.script("r", vec![Reply::Status(503)]);
-    rx.set_default("r", Reply::Status(204));
-    let store = fresh_store(1).await;
-    let (ctx, subs) = handler_over(store, ("0s,1s", "3s"), &["r"], &rx).await;
-    publish_to(&ctx, &subs).await;
-    let url = ctx.store.settings().delivery_queue_url.clone();
-    (rx, ctx, subs, url)
-}
-
 /// A message received again while an earlier receive of it still runs its
 /// step (its visibility ran out: `serve`'s stand-in mappings bound no
 /// batch's time): both read the record, one starts the attempt and the
@@ -309,7 +293,14 @@ async fn one_delivery_failing_once() -> (Receiver, Deliver, Vec<(SubscriptionId,
 /// attempt's lease, and the retry is attempted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_message_received_twice_at_once_goes_on_to_its_retry() {
-    let (rx, ctx, _, url) = one_delivery_failing_once().await;
+    let rx = Receiver::start().await;
+    rx.script("r", vec![Reply::Status(503)]);
+    rx.set_default("r", Reply::Status(204));
+    // Visible again a second after each receive; a lease of 3 s + 5 s.
+    let store = fresh_store(1).await;
+    let (ctx, subs) = handler_over(store, ("0s,1s", "3s"), &["r"], &rx).await;
+    publish_to(&ctx, &subs).await;
+    let url = ctx.store.settings().delivery_queue_url.clone();
     // Three receives of the one message, each after the last one's
     // visibility ran out: the later two both read the record.
     let mut copies = Vec::new();
