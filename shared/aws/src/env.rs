@@ -76,6 +76,9 @@ pub struct AwsEnv {
     /// `HOOKLANE_METRICS_NAMESPACE`: the CloudWatch namespace of the EMF
     /// lines a Lambda function prints after each batch (unset: none).
     pub metrics_namespace: Option<String>,
+    /// `HOOKLANE_TENANT_BACKLOG` (unset: off): count pending deliveries per
+    /// tenant beside the queues.
+    pub tenant_backlog: bool,
 }
 
 fn bad(var: &'static str, reason: impl Into<String>) -> ConfigError {
@@ -102,7 +105,12 @@ impl AwsEnv {
             Some(v) => parse_bool("HOOKLANE_COUNT_AWS_CALLS", &v)?,
             None => false,
         };
+        let tenant_backlog = match named("HOOKLANE_TENANT_BACKLOG") {
+            Some(v) => parse_bool("HOOKLANE_TENANT_BACKLOG", &v)?,
+            None => false,
+        };
         Ok(Self {
+            tenant_backlog,
             table: named("HOOKLANE_TABLE"),
             ingest_queue_url: named("HOOKLANE_INGEST_QUEUE_URL"),
             delivery_queue_url: named("HOOKLANE_DELIVERY_QUEUE_URL"),
@@ -165,6 +173,7 @@ impl AwsEnv {
             count_calls: self.count_calls,
             local_poll: self.local_poll,
             metrics_namespace: self.metrics_namespace.clone(),
+            tenant_backlog: self.tenant_backlog,
             ..settings
         }
     }
@@ -215,6 +224,7 @@ mod tests {
         );
         assert_eq!(env.operator_topic_arn, None);
         assert_eq!(env.metrics_namespace, None, "no EMF lines unless asked");
+        assert!(!env.tenant_backlog, "no per-tenant counts unless asked");
     }
 
     #[test]
@@ -227,8 +237,10 @@ mod tests {
             ("HOOKLANE_AUTH_MODE", "jwt"),
             ("HOOKLANE_OPERATOR_TOPIC_ARN", "arn:aws:sns:us-east-1:1:t"),
             ("HOOKLANE_METRICS_NAMESPACE", "hooklane/prod"),
+            ("HOOKLANE_TENANT_BACKLOG", "true"),
         ])
         .unwrap();
+        assert!(env.onto(Settings::default()).tenant_backlog);
         assert_eq!(
             env.onto(Settings::default()).metrics_namespace.as_deref(),
             Some("hooklane/prod")
@@ -274,6 +286,7 @@ mod tests {
             ("HOOKLANE_LOCAL_POLL", "ingest,fanout"),
             ("HOOKLANE_POOL", "fast"),
             ("HOOKLANE_AUTH_MODE", "basic"),
+            ("HOOKLANE_TENANT_BACKLOG", "sometimes"),
         ] {
             let e = read(&[(var, value)]).unwrap_err();
             assert_eq!(e.var, var, "{e}");

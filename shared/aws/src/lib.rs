@@ -74,6 +74,9 @@ pub struct Settings {
     /// The CloudWatch namespace of the functions' EMF lines
     /// (`HOOKLANE_METRICS_NAMESPACE`; none: no lines).
     pub metrics_namespace: Option<String>,
+    /// Whether pending deliveries are counted per tenant beside the queues
+    /// (`HOOKLANE_TENANT_BACKLOG`; see the store's `backlog_counts`).
+    pub tenant_backlog: bool,
 }
 
 /// A deployed process's wait before it writes a type index: a stack

@@ -109,6 +109,11 @@ pub struct FanOutMessage {
     /// The event itself, when small.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub event: Option<CarriedEvent>,
+    /// Whether its fan-out counts the deliveries in the tenant backlog
+    /// counts: sent so by the accept that archived the event, not by a
+    /// duplicate's (the store's `backlog_tally`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub count: bool,
 }
 
 /// A re-enabled subscription's backfill: archived events accepted from
@@ -161,6 +166,11 @@ pub struct DeliveryMessage {
     /// The event itself, when small.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub event: Option<CarriedEvent>,
+    /// When it was queued (unix milliseconds), set while pending deliveries
+    /// are counted per tenant (the store's `backlog_counts`, which count it
+    /// by this minute); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queued_at: Option<i64>,
 }
 
 /// A fence: the end of old lane `lane` at the lanes switch `generation`.
@@ -187,6 +197,7 @@ impl DeliveryMessage {
             fence: None,
             nonce: None,
             event: None,
+            queued_at: None,
         }
     }
 

@@ -168,8 +168,10 @@ impl Subscription {
 /// One queued delivery of one event to one subscription.
 #[derive(Debug, Clone)]
 pub struct Delivery {
-    /// The queue's key for it (acceptance order within the lane on the
-    /// embedded store).
+    /// The queue's key for it: acceptance order within the lane on the
+    /// embedded store; on AWS, when it was queued (unix milliseconds, 0
+    /// when its message does not say), by which its tenant's backlog is
+    /// counted.
     pub seq: i64,
     /// The tenant.
     pub tenant: TenantId,

@@ -7,7 +7,8 @@ use aws_smithy_runtime_api::client::interceptors::context::Input;
 
 /// Whether a call is one of the overview's reads for `GET /metrics` and
 /// `/status` (the delivery queues' approximate counts, the index of
-/// suspended subscriptions, the slow lanes' markers): not counted, as the operator makes them, not
+/// suspended subscriptions, the slow lanes' markers, the tenant backlog
+/// counts): not counted, as the operator makes them, not
 /// the deliveries, and a benchmark that reads `/metrics` until the counts
 /// stop changing would otherwise never see them stop.
 pub(super) fn is_backlog_read(input: &Input) -> bool {
@@ -17,8 +18,9 @@ pub(super) fn is_backlog_read(input: &Input) -> bool {
             i.attribute_names()
                 .contains(&aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages)
         });
-    // A query of this index (none: the table) whose value `name` is `value`.
-    let query = |index: Option<&str>, name: &str, value: &str| {
+    // A query of this index (none: the table) whose value `name` is one
+    // `is` takes.
+    let query = |index: Option<&str>, name: &str, is: &dyn Fn(&str) -> bool| {
         input
             .downcast_ref::<ddb::query::QueryInput>()
             .is_some_and(|q| {
@@ -26,10 +28,13 @@ pub(super) fn is_backlog_read(input: &Input) -> bool {
                     && q.expression_attribute_values()
                         .and_then(|v| v.get(name))
                         .and_then(|p| p.as_s().ok())
-                        .is_some_and(|p| p == value)
+                        .is_some_and(|p| is(p))
             })
     };
     queue_counts
-        || query(Some("gsi2"), ":p", crate::store::SUSPENDED_INDEX_PK)
-        || query(None, ":pk", crate::store::SLOW_LANES_PK)
+        || query(Some("gsi2"), ":p", &|p| {
+            p == crate::store::SUSPENDED_INDEX_PK
+        })
+        || query(None, ":pk", &|p| p == crate::store::SLOW_LANES_PK)
+        || query(None, ":p", &crate::store::is_count_pk)
 }

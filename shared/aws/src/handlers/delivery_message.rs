@@ -20,6 +20,8 @@ pub(super) struct Parsed {
     pub(super) lane: u16,
     /// The fence of an old lane it waits for (a change of lanes).
     pub(super) after: Option<After>,
+    /// When it was queued (unix milliseconds; 0: not said).
+    pub(super) queued_at: i64,
 }
 
 /// What a message on the delivery queue is.
@@ -43,6 +45,7 @@ pub(super) fn parse(m: &SqsMessage) -> Result<Message, String> {
     let event = EventId::parse(&msg.event_id).map_err(|e| field("event_id", e))?;
     Ok(Message::Delivery(Box::new(Parsed {
         after: msg.after,
+        queued_at: msg.queued_at.unwrap_or(0),
         carried: msg.event.as_ref().and_then(|c| c.event(&tenant, &event)),
         // A backfill delivery is on the backfill lane: live lane 0 for the
         // spill and the recovery ramp.

@@ -75,8 +75,9 @@ pub async fn handle(ctx: &FanOut, event: SqsEvent) -> SqsBatchResponse {
 
 /// The event a message carries, when fanning it out needs nothing but
 /// the event: a first receive (no cursor left by an earlier one) of an
-/// event small enough to travel in its message, not a backfill.
-fn carried_event(m: &SqsMessage) -> Option<Event> {
+/// event small enough to travel in its message, not a backfill; and
+/// whether its fan-out counts the deliveries (`FanOutMessage::count`).
+fn carried_event(m: &SqsMessage) -> Option<(Event, bool)> {
     if !super::first_receive(m) {
         return None;
     }
@@ -86,14 +87,24 @@ fn carried_event(m: &SqsMessage) -> Option<Event> {
     }
     let tenant = TenantId::parse(&msg.tenant).ok()?;
     let id = EventId::parse(&msg.event_id).ok()?;
-    msg.event.as_ref()?.event(&tenant, &id)
+    Some((msg.event.as_ref()?.event(&tenant, &id)?, msg.count))
+}
+
+/// Runs a fan-out of `events` with those whose messages say to count
+/// held meanwhile (`backlog_tally`).
+async fn counting<T>(
+    events: &[(&Event, bool)],
+    fan_out: impl std::future::Future<Output = T>,
+) -> T {
+    let counted = events.iter().filter(|(_, count)| *count);
+    crate::store::Tally::holding(counted.map(|(e, _)| (&e.tenant, &e.id)), fan_out).await
 }
 
 /// One group's leading run of carried events: their message ids and
 /// events, and whether a message that is not one ended it.
 struct Run {
     group: String,
-    events: Vec<(String, Event)>,
+    events: Vec<(String, (Event, bool))>,
     ended: bool,
 }
 
@@ -133,14 +144,11 @@ pub async fn fan_out_together(ctx: &FanOut, records: &[SqsMessage]) -> HashSet<S
         .map(|r| r.events)
         .filter(|run| run.len() > 1)
         .map(|run| async move {
-            let events: Vec<Event> = run.iter().map(|(_, e)| e.clone()).collect();
+            let events: Vec<Event> = run.iter().map(|(_, (e, _))| e.clone()).collect();
+            let counted: Vec<(&Event, bool)> = run.iter().map(|(_, (e, c))| (e, *c)).collect();
             let span = trace::fan_out(&events);
-            match ctx
-                .engine
-                .fan_out_run(&events, usize::MAX)
-                .instrument(span)
-                .await
-            {
+            let fanned = ctx.engine.fan_out_run(&events, usize::MAX);
+            match counting(&counted, fanned.instrument(span)).await {
                 Ok(whole) => {
                     info!(
                         tenant = events[0].tenant.as_str(),
@@ -233,7 +241,10 @@ async fn process(ctx: &FanOut, m: SqsMessage, started: Instant) -> Outcome {
         }
     };
     match archived {
-        Ok(Some(event)) => fan_out(ctx, &m, &event, started).await,
+        Ok(Some(event)) => {
+            let counted = [(&event, msg.count)];
+            counting(&counted, fan_out(ctx, &m, &event, started)).await
+        }
         Ok(None) => {
             warn!(
                 event_id = event_id.as_str(),

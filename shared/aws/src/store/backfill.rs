@@ -51,6 +51,8 @@ impl AwsBackfills {
                 started: ms(job.started_at),
             }),
             event: None,
+            // Its deliveries are counted as its requeue takes them.
+            count: false,
         })
         .map_err(backend)?;
         let sub = job.subscription_id.as_str();

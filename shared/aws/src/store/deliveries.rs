@@ -32,6 +32,9 @@
 //!   with (a message back that looked like a first receive), the record is
 //!   read (settled, `first_attempt`) and ended at its own attempts, unless
 //!   an attempt of it still runs: then the message comes back later.
+//! - ended for good (any but a retry), with the tenant backlog counted
+//!   (`HOOKLANE_TENANT_BACKLOG`): one `UpdateItem` taking it off its
+//!   tenant's count ([`super::backlog_counts`]), best effort.
 
 use std::collections::HashMap;
 
@@ -62,10 +65,20 @@ impl LaneQueue for AwsStore {
     async fn enqueue(&self, deliveries: &[NewDelivery]) -> StoreResult<()> {
         let mut msgs = Vec::with_capacity(deliveries.len());
         let mut batch = Batch::new();
+        let counts = |d: &NewDelivery| {
+            self.settings.tenant_backlog && self.tally.counts(&d.tenant, &d.event_id)
+        };
         for d in deliveries {
-            msgs.push(self.placed(d, &mut batch).await?);
+            msgs.push(self.placed(d, &mut batch, counts(d)).await?);
         }
-        self.dispatch(msgs, "").await
+        let queued = self.queued(&msgs);
+        self.dispatch(msgs, "").await?;
+        self.count_queued(queued).await;
+        // Counted: a later fan-out of these events (a duplicate's) is not.
+        for d in deliveries.iter().filter(|d| counts(d)) {
+            self.tally.take(&d.tenant, &d.event_id);
+        }
+        Ok(())
     }
 
     async fn begin(
@@ -135,19 +148,24 @@ impl LaneQueue for AwsStore {
                     .await?;
             if reset && backfill {
                 // The backfill is one lane of its own.
-                let mut msg = message_of(d);
+                let mut msg = message_of(d, self.settings.tenant_backlog);
                 msg.lane = Some("backfill".to_owned());
                 msg.lane_no = None;
                 backfills.push(msg);
             } else if reset {
                 // The lane its key (or id) picks among the lanes now.
-                live.push(self.placed(d, &mut batch).await?);
+                live.push(
+                    self.placed(d, &mut batch, self.settings.tenant_backlog)
+                        .await?,
+                );
             }
             taken.push(reset);
         }
         let nonce = format!("requeue-{}", ms(OffsetDateTime::now_utc()));
+        let queued = self.queued(backfills.iter().chain(&live));
         self.send_deliveries(&backfills, &nonce).await?;
         self.dispatch(live, &nonce).await?;
+        self.count_queued(queued).await;
         if rule == Retake::Parked {
             // The dead-letter queue's copies are stale now.
             let replayed = deliveries.iter().zip(&taken).filter(|(_, t)| **t);
@@ -197,14 +215,7 @@ impl LaneQueue for AwsStore {
 
     async fn finish(&self, d: &Delivery, finish: &Finish) -> StoreResult<Finished> {
         if matches!(finish.end, End::Held | End::Dropped) {
-            return self
-                .records()
-                .end_unattempted_settled(d, finish.end.state())
-                .await
-                .map(|()| Finished {
-                    took: true,
-                    health: None,
-                });
+            return self.end_unattempted(d, &finish.end).await;
         }
         // The first attempt's start, noted at its begin, is forgotten
         // whatever happens next.
@@ -243,6 +254,9 @@ impl LaneQueue for AwsStore {
             // message), or a later attempt took over.
             return Ok(Finished { took, health });
         }
+        if !matches!(finish.end, End::Retry(_)) {
+            self.count_done(d);
+        }
         let moved = self.after_outcome_took(d, finish).await;
         // Whatever the lane's moves did: a message that comes back finds
         // the outcome taken and counts nothing.
@@ -254,6 +268,23 @@ impl LaneQueue for AwsStore {
 }
 
 impl AwsStore {
+    /// A delivery held or dropped without an attempt: its record ended
+    /// (`records`), and taken off its tenant's backlog count when this
+    /// call ended it.
+    async fn end_unattempted(&self, d: &Delivery, end: &End) -> StoreResult<Finished> {
+        if self
+            .records()
+            .end_unattempted_settled(d, end.state())
+            .await?
+        {
+            self.count_done(d);
+        }
+        Ok(Finished {
+            took: true,
+            health: None,
+        })
+    }
+
     /// What follows an outcome this call recorded: the dead-letter copy of
     /// a parked delivery, then the lane's plan (spill, refill, slow pool).
     async fn after_outcome_took(&self, d: &Delivery, finish: &Finish) -> StoreResult<()> {

@@ -61,6 +61,8 @@ impl AwsArchive {
             event_id: event.id.as_str().to_owned(),
             backfill: None,
             event: CarriedEvent::of(event),
+            // The note of a newly archived event goes with its fan-out.
+            count: self.tally.take(&event.tenant, &event.id),
         };
         let body = body_within(&msg, CARRY_LIMIT, |m| FanOutMessage {
             event: None,
@@ -154,6 +156,10 @@ impl EventArchive for AwsArchive {
         decided: Option<FanOutBy>,
     ) -> StoreResult<(Accepted, FanOutBy)> {
         let accepted = self.archive(event).await?;
+        if let (Accepted::New(e), true) = (&accepted, self.settings.tenant_backlog) {
+            // Its first fan-out counts its deliveries (`backlog_tally`).
+            self.tally.note(&e.tenant, &e.id);
+        }
         let here = match decided {
             Some(by) => by == FanOutBy::Caller,
             None => {

@@ -23,6 +23,9 @@
 //! - backfill job: `B#{subscription}`, `B` ([`backfill`])
 //! - type index entry: `F#{tenant}#{filter}`, `S#{id}`; its marker
 //!   `F#{tenant}`, `complete` ([`type_index`])
+//! - a tenant's count of the deliveries queued in one minute (only with
+//!   `HOOKLANE_TENANT_BACKLOG`): `N#{shard}`, `{tenant}#{minute}` (TTL;
+//!   [`backlog_counts`])
 //!
 //! Every key is built in [`items::keys`], and every item is mapped to and
 //! from the core's records in [`items`].
@@ -32,6 +35,8 @@
 pub mod access;
 pub mod attempts;
 pub mod backfill;
+mod backlog_counts;
+mod backlog_tally;
 mod batches;
 mod conflicts;
 pub mod dead_letter_queue;
@@ -61,6 +66,10 @@ mod tenant_lanes;
 mod tenant_share;
 mod type_index;
 
+pub(crate) use backlog_tally::Tally;
+/// Whether a partition is of the tenant backlog counts (the overview's
+/// read of them, which the call counts leave out).
+pub(crate) use items::keys::is_count_pk;
 pub(crate) use items::keys::SLOW_LANES_PK;
 /// The partition of the index of suspended subscriptions (the overview's
 /// read, which the call counts leave out).
@@ -162,6 +171,7 @@ impl AwsStore {
             sqs: aws_sdk_sqs::Client::from_conf(sqs.build()),
             settings: std::sync::Arc::new(settings),
             pool: Pool::Main,
+            tally: Default::default(),
         })
     }
 
@@ -189,6 +199,7 @@ impl AwsStore {
             sqs,
             settings: std::sync::Arc::new(settings),
             pool: Pool::Main,
+            tally: Default::default(),
         })
     }
 

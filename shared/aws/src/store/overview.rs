@@ -3,8 +3,11 @@
 //! deliveries are the queues' approximate message counts (visible, in
 //! flight and delayed) on the main and the slow pool's queue, summed (and
 //! the slow pool's apart): SQS
-//! keeps no count per message group, so there is no per-tenant split, and
-//! the age of the oldest message is CloudWatch's
+//! keeps no count per message group, so there is no per-tenant split
+//! unless the store keeps its own counts (`HOOKLANE_TENANT_BACKLOG`,
+//! [`super::backlog_counts`]: then the backlog is per tenant, with the
+//! oldest's age, from those counts), and otherwise the age of the oldest
+//! message is CloudWatch's
 //! `ApproximateAgeOfOldestMessage` (the template's dashboard and alarm),
 //! not something a call returns. A deep lane's overflow kept in the table
 //! (the spill) is not in the count. Suspended subscriptions are read from
@@ -13,13 +16,11 @@
 //! ([`super::slow_lanes`]); parked counts per tenant would need a read of
 //! every tenant's: they are left out.
 //!
-//! Per-tenant pending counts and the oldest age would need a count kept
-//! per tenant beside the queues: one write per enqueue and one per
-//! delivery function batch, about $0.70 per million deliveries at load
-//! (more at low load, when batches hold one message), which is a third of
-//! the whole cost target (BENCHMARKS.md figure 5). Not built: an operator
-//! on AWS reads the totals here and CloudWatch's age, and a tenant's own
-//! backlog from `GET /v1/tenants/{tenant}/events` and its deliveries.
+//! Those counts cost a write per delivery and one per event ($0.56 to
+//! $1.17 more per million deliveries against a target of $2.00,
+//! BENCHMARKS.md figure 5), so they are off unless chosen: without them an operator on AWS reads
+//! the totals here and CloudWatch's age, and a tenant's own backlog from
+//! `GET /v1/tenants/{tenant}/events` and its deliveries.
 
 use aws_sdk_dynamodb::types::Select;
 use aws_sdk_sqs::types::QueueAttributeName as Attr;
@@ -121,7 +122,19 @@ impl Table {
             None => None,
         };
         let (suspended, total) = self.suspended().await?;
+        let backlog = match self.settings.tenant_backlog {
+            // Without the counts, the queues' totals still answer.
+            true => match self.tenant_backlog().await {
+                Ok(rows) => Some(rows),
+                Err(e) => {
+                    tracing::warn!(error = %hooklane_core::telemetry::Chain(&e), "reading the tenant backlog counts failed; the overview gives the totals");
+                    None
+                }
+            },
+            false => None,
+        };
         Ok(Overview {
+            backlog,
             pending_total: Some(main + slow.unwrap_or(0)),
             slow_pool_pending: slow,
             slow_pool_lanes: slow_lanes,

@@ -22,7 +22,8 @@ super::table::table_port!(
 
 impl AwsRecords {
     /// Ends a delivery without an attempt, creating its record if it has
-    /// none yet (so `GET /events/{id}` shows it): held, when its
+    /// none yet (so `GET /events/{id}` shows it); `true` when this call
+    /// ended it (not an end before): held, when its
     /// subscription is suspended (the backfill after re-enabling covers
     /// it), or dropped, when its subscription is gone. Unavailable when an
     /// attempt of it still runs: its message comes back, and is ended then
@@ -31,9 +32,9 @@ impl AwsRecords {
         &self,
         d: &Delivery,
         state: DeliveryState,
-    ) -> StoreResult<()> {
+    ) -> StoreResult<bool> {
         if self.end_unattempted(d, state, None).await? {
-            return Ok(());
+            return Ok(true);
         }
         // Refused: finished, or past the attempts `d` was read with (a
         // message back that looked like a first receive, read without its
@@ -46,17 +47,17 @@ impl AwsRecords {
             .record_to_attempt(&d.subscription_id, &d.event_id, now)
             .await?
         else {
-            return Ok(());
+            return Ok(false);
         };
         if record.state != DeliveryState::Pending || record.attempts == d.attempts {
-            return Ok(());
+            return Ok(false);
         }
         let read = Delivery {
             attempts: record.attempts,
             ..d.clone()
         };
         if self.end_unattempted(&read, state, Some(now)).await? {
-            return Ok(());
+            return Ok(true);
         }
         Err(StoreError::unavailable(format!(
             "delivery of event {} to subscription {} has attempt {} running; it is {} when its message comes back",

@@ -18,7 +18,11 @@ const BATCH_RETRIES: usize = 3;
 /// The placements taken for one batch of deliveries, by subscription.
 pub(super) type Batch = HashMap<SubscriptionId, Option<super::items::placement::Placement>>;
 
-pub(super) fn message_of(d: &NewDelivery) -> DeliveryMessage {
+/// A new delivery's message; `counted`: stamped with the time its tenant
+/// backlog count goes by (`backlog_counts`): its event's acceptance when
+/// the event is at hand (a fan-out: every copy of the message carries the
+/// same), else now (a replay, a backfill).
+pub(super) fn message_of(d: &NewDelivery, counted: bool) -> DeliveryMessage {
     let mut m = DeliveryMessage::new(
         d.tenant.as_str(),
         d.subscription_id.as_str(),
@@ -28,18 +32,24 @@ pub(super) fn message_of(d: &NewDelivery) -> DeliveryMessage {
     m.event = d.event.as_ref().and_then(CarriedEvent::of);
     m.lane_no = (d.lanes.get() > 1).then_some(d.lane);
     m.ordering_key = d.ordering_key.as_ref().map(|k| k.as_str().to_owned());
+    m.queued_at = counted.then(|| {
+        let at = d.event.as_ref().map(|e| e.created_at);
+        hooklane_core::record::ms(at.unwrap_or_else(time::OffsetDateTime::now_utc))
+    });
     m
 }
 
 impl AwsStore {
     /// The message of a live delivery, on its lane as the subscription's
-    /// placement says (`lane_change`).
+    /// placement says (`lane_change`), stamped when `counted`
+    /// ([`message_of`]).
     /// `batch` keeps each subscription's placement for the rest of the
     /// batch.
     pub(super) async fn placed(
         &self,
         d: &NewDelivery,
         batch: &mut Batch,
+        counted: bool,
     ) -> StoreResult<DeliveryMessage> {
         let p = match batch.get(&d.subscription_id) {
             Some(p) => p.clone(),
@@ -51,7 +61,7 @@ impl AwsStore {
                 p
             }
         };
-        let mut msg = message_of(d);
+        let mut msg = message_of(d, counted);
         if let Some(p) = p {
             let (lane, after) = p.place(d.ordering_key.as_ref(), &d.event_id);
             msg.lane_no = (p.sent.get() > 1).then_some(lane);

@@ -136,7 +136,8 @@ impl AwsStore {
         }
         match self.table.transact(actions).await? {
             Txn::Done => Ok(()),
-            Txn::ConditionFailed(_) => delete_spilled(&self.table, lane, items).await,
+            // Refilled: on the queue now, still counted there.
+            Txn::ConditionFailed(_) => delete_spilled(&self.table, lane, items).await.map(|_| ()),
         }
     }
 
@@ -278,26 +279,33 @@ async fn spilled_page(table: &Table, (_, sub, lane): Lane<'_>) -> StoreResult<Ve
     Ok(resp.items.unwrap_or_default())
 }
 
+/// Deletes spilled items; returns the messages of those this call deleted
+/// (a concurrent drop deletes each once).
 async fn delete_spilled(
     table: &Table,
     (_, sub, lane): Lane<'_>,
     items: &[Item],
-) -> StoreResult<()> {
+) -> StoreResult<Vec<DeliveryMessage>> {
+    let mut deleted = Vec::new();
     for item in items {
         let Some(sk) = get_s(item, "sk") else {
             continue;
         };
-        table
+        let old = table
             .ddb
             .delete_item()
             .table_name(&table.settings.table)
             .key("pk", string_attr(spill_pk(sub, lane)))
             .key("sk", string_attr(sk))
+            .return_values(aws_sdk_dynamodb::types::ReturnValue::AllOld)
             .send()
             .await
-            .map_err(backend)?;
+            .map_err(backend)?
+            .attributes;
+        let msg = old.as_ref().and_then(|o| get_s(o, "message"));
+        deleted.extend(msg.and_then(|m| serde_json::from_str(m).ok()));
     }
-    Ok(())
+    Ok(deleted)
 }
 
 /// Deletes a deleted subscription's spilled deliveries of one lane;
@@ -309,7 +317,8 @@ pub(crate) async fn drop_spilled(table: &Table, lane: Lane<'_>) -> StoreResult<u
         if items.is_empty() {
             break;
         }
-        delete_spilled(table, lane, &items).await?;
+        let deleted = delete_spilled(table, lane, &items).await?;
+        table.count_dropped(&deleted).await;
         dropped += items.len() as u64;
     }
     Ok(dropped)

@@ -23,6 +23,9 @@ pub struct Table {
     pub(crate) settings: std::sync::Arc<Settings>,
     /// The delivery pool this process runs.
     pub(crate) pool: Pool,
+    /// The tenant backlog counts' state in this process
+    /// ([`super::backlog_tally`]).
+    pub(crate) tally: std::sync::Arc<super::backlog_tally::Tally>,
 }
 
 impl Table {

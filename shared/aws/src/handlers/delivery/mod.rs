@@ -63,6 +63,8 @@ pub async fn handle(ctx: &Deliver, event: SqsEvent) -> SqsBatchResponse {
     };
     let batch = run_groups(event.records, |m| process_in_pool(ctx, m), Some(&source)).await;
     super::release(ctx.store.sqs(), ctx.store.own_queue_url(), batch.held_back).await;
+    // The batch's ends come off the tenant backlog counts together.
+    ctx.store.flush_ended().await;
     batch.response
 }
 
@@ -206,7 +208,7 @@ fn handed_over_due(ctx: &Deliver, m: &SqsMessage) -> Option<OffsetDateTime> {
 /// The delivery a parsed message carries, as its record has it, due `now`.
 fn delivery_of(p: &Parsed, record: &DeliveryRecord, now: OffsetDateTime) -> Delivery {
     Delivery {
-        seq: 0,
+        seq: p.queued_at,
         tenant: p.tenant.clone(),
         subscription_id: p.sub.clone(),
         event_id: p.event.clone(),

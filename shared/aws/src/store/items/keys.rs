@@ -121,6 +121,41 @@ pub(crate) fn slot_sk(shard: u16) -> String {
     format!("Q#slots#{shard}")
 }
 
+/// How many partitions a tenant backlog count may be in (by the tenant's
+/// name), so that busy tenants' counts spread over several.
+pub(crate) const COUNT_SHARDS: u32 = 16;
+
+/// The key of a tenant's count of the deliveries queued in one minute
+/// (minutes since the epoch): `N#{shard}`, `{tenant}#{minute}`.
+pub(crate) fn backlog_count_key(tenant: &TenantId, minute: i64) -> (String, String) {
+    // FNV-1a: the same shard in every build (a reader sums all shards
+    // anyway).
+    let hash = tenant.as_str().bytes().fold(0x811c_9dc5_u32, |h, b| {
+        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+    });
+    (
+        count_pk(hash % COUNT_SHARDS),
+        format!("{}#{minute:010}", tenant.as_str()),
+    )
+}
+
+/// The partition key of one shard of the tenant backlog counts.
+pub(crate) fn count_pk(shard: u32) -> String {
+    format!("N#{shard}")
+}
+
+/// Whether a partition key is one of the tenant backlog counts'.
+pub(crate) fn is_count_pk(pk: &str) -> bool {
+    pk.strip_prefix("N#")
+        .is_some_and(|shard| shard.parse::<u32>().is_ok_and(|s| s < COUNT_SHARDS))
+}
+
+/// The tenant and minute of a backlog count's sort key.
+pub(crate) fn backlog_count_of(sk: &str) -> Option<(TenantId, i64)> {
+    let (tenant, minute) = sk.rsplit_once('#')?;
+    Some((TenantId::parse(tenant).ok()?, minute.parse().ok()?))
+}
+
 /// The partition key of a filter's type index entries.
 pub(crate) fn entry_pk(tenant: &TenantId, filter: &str) -> String {
     format!("F#{}#{}", tenant.as_str(), filter)

@@ -1,0 +1,251 @@
+//! Per-tenant backlog counts on AWS (`HOOKLANE_TENANT_BACKLOG`, off
+//! unless set): SQS keeps no count per message group, so when they are
+//! on, the store keeps its own beside the queues, read by the overview
+//! (`GET /status`, `hooklane status`, the per-tenant gauges of
+//! `/metrics`).
+//!
+//! Deliveries are counted by tenant and by the minute they were queued
+//! (the delivery message's `queued_at`: the event's acceptance for a
+//! fan-out, the replay's or backfill's time for those; kept across
+//! retries, the slow pool and the spill, and the same on every copy of a
+//! message): item `N#{shard}`, `{tenant}#{minute}` with the count in
+//! `deliveries`.
+//! - queued: one `UpdateItem` adding to the count per tenant and minute of
+//!   the call, once its messages are all sent. A fan-out counts only when
+//!   it follows the accept that archived the event ([`super::backlog_tally`]),
+//!   so a duplicate publish counts nothing twice; a replay or backfill
+//!   counts what its conditional reset took;
+//! - ended for good (delivered, parked, held, dropped), once its outcome
+//!   took: taken off together at the end of the delivery function's batch,
+//!   one `UpdateItem` per tenant and minute, and, when that leaves the
+//!   minute at zero or below, one conditional `DeleteItem` (a count queued
+//!   in the same minute meanwhile keeps the item);
+//! - dropped with a deleted subscription's spill: taken off as the spilled
+//!   items are deleted.
+//!
+//! The overview queries the 16 partitions, sums each tenant's minutes and
+//! takes its oldest minute with deliveries as the oldest's age (to the
+//! minute). Retried attempts write nothing here.
+//!
+//! Best effort, and short rather than over where it cannot be exact: a
+//! count's write that fails (throttled, say) is logged and never fails the
+//! delivery or the publish, and a count that fails to be read leaves the
+//! per-tenant split out of the overview rather than failing it. A message
+//! sent by a queueing call that then failed carries its time uncounted
+//! (the call's retry counts it), so its end can take off one more than
+//! was counted: a minute's count at or below zero is read as none. Over
+//! is left to a crash: between an outcome and the end of its batch (the
+//! ends not yet taken off stay counted), or of a fan-out function between
+//! a page and its saved cursor (those pages are counted again). A count
+//! older than the retention (14 days) is not read and TTL deletes it.
+//! Cost: one write per tenant and minute per queueing call and per
+//! delivery batch (BENCHMARKS.md figure 5), so it is a choice
+//! (`TenantBacklog` in the template). Only deliveries queued while it is
+//! on carry their time and are counted: one queued before it was turned
+//! on is not taken off either; one queued before it was turned off and
+//! ended while off stays counted (until its minute is past the
+//! retention) if it is turned on again.
+
+use std::collections::HashMap;
+
+use aws_sdk_dynamodb::types::ReturnValue;
+use aws_smithy_types::error::display::DisplayErrorContext;
+use hooklane_core::domain::{Delivery, TenantBacklog, TenantId};
+use hooklane_core::ports::StoreResult;
+use time::OffsetDateTime;
+
+use super::items::keys::{backlog_count_key, backlog_count_of, count_pk, COUNT_SHARDS};
+use super::{backend, get_n, get_s, query_items, Table, RETENTION_SECS};
+use crate::messages::DeliveryMessage;
+use crate::{number_attr, string_attr};
+
+/// The minute (since the epoch) of a time in unix milliseconds.
+fn minute_of(ms: i64) -> i64 {
+    ms.div_euclid(60_000)
+}
+
+/// Deliveries per tenant and minute: how many, and when the first was
+/// queued.
+type ByMinute = HashMap<(String, i64), (i64, i64)>;
+
+fn tally_into(counts: &mut ByMinute, tenant: &str, at: i64, n: i64) {
+    let c = counts
+        .entry((tenant.to_owned(), minute_of(at)))
+        .or_insert((0, at));
+    *c = (c.0 + n, c.1.min(at));
+}
+
+/// Deliveries about to be queued, per tenant and minute (empty when the
+/// counts are off).
+#[derive(Default)]
+pub(crate) struct Queued(ByMinute);
+
+impl Table {
+    /// What [`Self::count_queued`] is to count of `msgs` (those stamped
+    /// with their time: the counted ones), taken before they are sent
+    /// (sending consumes them).
+    pub(crate) fn queued<'a>(&self, msgs: impl IntoIterator<Item = &'a DeliveryMessage>) -> Queued {
+        let mut queued = Queued::default();
+        if !self.settings.tenant_backlog {
+            return queued;
+        }
+        for m in msgs {
+            if let Some(at) = m.queued_at {
+                tally_into(&mut queued.0, &m.tenant, at, 1);
+            }
+        }
+        queued
+    }
+
+    /// Counts deliveries once they are queued: one write per tenant and
+    /// minute.
+    pub(crate) async fn count_queued(&self, queued: Queued) {
+        self.write_counts(queued.0).await;
+    }
+
+    /// Notes a delivery that ended for good (its `seq` on AWS: when it was
+    /// queued, 0 for one not counted), to be taken off its tenant's count
+    /// at [`Self::flush_ended`].
+    pub(crate) fn count_done(&self, d: &Delivery) {
+        if !self.settings.tenant_backlog || d.seq <= 0 {
+            return;
+        }
+        if let Ok(mut ended) = self.tally.ended.lock() {
+            tally_into(&mut ended, d.tenant.as_str(), d.seq, -1);
+        }
+    }
+
+    /// Takes the ends noted since the last call off their counts: one write
+    /// per tenant and minute (the delivery function calls it after each
+    /// batch).
+    pub async fn flush_ended(&self) {
+        let ended = match self.tally.ended.lock() {
+            Ok(mut ended) if !ended.is_empty() => std::mem::take(&mut *ended),
+            _ => return,
+        };
+        self.write_counts(ended).await;
+    }
+
+    /// Takes dropped messages (a deleted subscription's spill) off their
+    /// counts.
+    pub(crate) async fn count_dropped(&self, msgs: &[DeliveryMessage]) {
+        if !self.settings.tenant_backlog {
+            return;
+        }
+        let mut dropped = ByMinute::new();
+        for m in msgs {
+            if let Some(at) = m.queued_at {
+                tally_into(&mut dropped, &m.tenant, at, -1);
+            }
+        }
+        self.write_counts(dropped).await;
+    }
+
+    async fn write_counts(&self, counts: ByMinute) {
+        for ((tenant, minute), (n, first)) in counts {
+            if let (Ok(tenant), true) = (TenantId::parse(&tenant), n != 0) {
+                self.add_count(&tenant, minute, (n, first)).await;
+            }
+        }
+    }
+
+    /// Adds `n` to a tenant's count of a minute (`first`: when the first of
+    /// them was queued, kept from the minute's first count), removing the
+    /// item when it reaches zero; failures are logged (the module's doc).
+    async fn add_count(&self, tenant: &TenantId, minute: i64, (n, first): (i64, i64)) {
+        if let Err(e) = self.try_add_count(tenant, minute, (n, first)).await {
+            tracing::warn!(tenant = tenant.as_str(), n, error = %e, "a tenant backlog count failed; the status's count is off by it");
+        }
+    }
+
+    async fn try_add_count(
+        &self,
+        tenant: &TenantId,
+        minute: i64,
+        (n, first): (i64, i64),
+    ) -> StoreResult<()> {
+        let (pk, sk) = backlog_count_key(tenant, minute);
+        let out = self
+            .ddb
+            .update_item()
+            .table_name(&self.settings.table)
+            .key("pk", string_attr(&pk))
+            .key("sk", string_attr(&sk))
+            .update_expression(
+                "ADD #d :n SET expires_at = if_not_exists(expires_at, :exp), \
+                 queued_at = if_not_exists(queued_at, :first)",
+            )
+            .expression_attribute_names("#d", "deliveries")
+            .expression_attribute_values(":n", number_attr(n))
+            .expression_attribute_values(":first", number_attr(first))
+            .expression_attribute_values(":exp", number_attr(minute * 60 + RETENTION_SECS))
+            .return_values(ReturnValue::UpdatedNew)
+            .send()
+            .await
+            .map_err(backend)?;
+        let left = out.attributes.as_ref().and_then(|a| get_n(a, "deliveries"));
+        if n > 0 || left.is_some_and(|left| left > 0) {
+            return Ok(());
+        }
+        // Gone unless a delivery of this minute was counted meanwhile.
+        let res = self
+            .ddb
+            .delete_item()
+            .table_name(&self.settings.table)
+            .key("pk", string_attr(pk))
+            .key("sk", string_attr(sk))
+            .condition_expression("#d <= :zero")
+            .expression_attribute_names("#d", "deliveries")
+            .expression_attribute_values(":zero", number_attr(0))
+            .send()
+            .await;
+        match res {
+            Err(e) if !super::is_condition_failed(&e) => {
+                tracing::warn!(error = %DisplayErrorContext(e), "removing an empty backlog count failed");
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Every tenant's pending deliveries and when the oldest was queued
+    /// (when its minute's first was: to within the minute), read from the
+    /// counts.
+    pub(crate) async fn tenant_backlog(&self) -> StoreResult<Vec<TenantBacklog>> {
+        let oldest_kept =
+            minute_of(OffsetDateTime::now_utc().unix_timestamp() * 1000) - RETENTION_SECS / 60;
+        // Per tenant: pending, and its oldest minute with the time kept.
+        let mut tenants: HashMap<TenantId, (u64, (i64, i64))> = HashMap::new();
+        for shard in 0..COUNT_SHARDS {
+            let query = self
+                .ddb
+                .query()
+                .table_name(&self.settings.table)
+                .key_condition_expression("pk = :p")
+                .expression_attribute_values(":p", string_attr(count_pk(shard)));
+            let counts = query_items(query, usize::MAX, |item| {
+                let count = backlog_count_of(get_s(&item, "sk").unwrap_or_default());
+                let at = get_n(&item, "queued_at");
+                Ok(count.zip(get_n(&item, "deliveries")).map(|c| (c, at)))
+            })
+            .await?;
+            for (((tenant, minute), n), at) in counts {
+                if n <= 0 || minute < oldest_kept {
+                    continue;
+                }
+                let at = at.unwrap_or(minute * 60_000);
+                let row = tenants.entry(tenant).or_insert((0, (minute, at)));
+                row.0 += n as u64;
+                row.1 = row.1.min((minute, at));
+            }
+        }
+        Ok(tenants
+            .into_iter()
+            .map(|(tenant, (pending, (_, at)))| TenantBacklog {
+                tenant,
+                pending,
+                oldest: Some(hooklane_core::record::from_ms(at)),
+            })
+            .collect())
+    }
+}

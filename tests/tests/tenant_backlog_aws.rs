@@ -1,0 +1,172 @@
+//! The AWS backend's own per-tenant backlog counts
+//! (`HOOKLANE_TENANT_BACKLOG`), against the local AWS-compatible server,
+//! where they could drift: the cases `status.rs` does not reach.
+//!
+//! - A duplicate publish fans its event out again (to finish a fan-out that
+//!   stopped midway) and must count nothing twice, on both fan-out paths
+//!   (in the API, and through the ingest queue and the fan-out function):
+//!   the tenant's count reads each delivery once, and falls to zero (its
+//!   count items gone) once the receiver answers.
+//! - Deleting a subscription drops its spilled deliveries (a failing
+//!   lane's overflow kept in the table), and takes them off its tenant's
+//!   count at once; the lane's head, met later by the delivery function,
+//!   comes off then.
+
+use std::time::Duration;
+
+use hooklane_tests::{eventually, test_env, Backend, Receiver, Reply, Server};
+use serde_json::{json, Value};
+
+const WAIT: Duration = Duration::from_secs(60);
+
+async fn tenant_pending(server: &Server, tenant: &str) -> Option<u64> {
+    let (code, doc) = server.call("GET", "/status", None).await;
+    assert_eq!(code, 200, "{doc}");
+    let rows = doc["backlog"]["tenants"].as_array()?.clone();
+    Some(
+        rows.iter()
+            .find(|r| r["tenant"] == tenant)
+            .map_or(0, |r| r["pending"].as_u64().unwrap_or(0)),
+    )
+}
+
+/// Polls the status until `tenant`'s pending reads `want`; the last read.
+async fn pending_reaches(
+    server: &Server,
+    tenant: &str,
+    want: u64,
+    within: Duration,
+) -> Option<u64> {
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        let now = tenant_pending(server, tenant).await;
+        if now == Some(want) || std::time::Instant::now() >= deadline {
+            return now;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+async fn counting_server(extra: &[(&str, &str)]) -> Server {
+    let mut env = vec![("HOOKLANE_TENANT_BACKLOG", "true")];
+    env.extend_from_slice(extra);
+    Server::start_on(Backend::Aws, test_env(&env)).await
+}
+
+async fn publish_with_id(server: &Server, tenant: &str, id: &str) -> u16 {
+    let body = json!({"type": "order.created", "data": {"id": id}, "id": id});
+    let path = format!("/v1/tenants/{tenant}/events");
+    server.call("POST", &path, Some(body)).await.0
+}
+
+async fn a_duplicate_publish_counts_nothing_twice(fan_out_in_api: &str) {
+    let rx = Receiver::start().await;
+    rx.set_default("down", Reply::Status(503));
+    // Nothing parks while the test watches; the heads come back soon once
+    // the receiver is up.
+    let ladder = format!("0s,{}", ["2s"; 40].join(","));
+    let server = counting_server(&[
+        ("HOOKLANE_RETRY_SCHEDULE", &ladder),
+        ("HOOKLANE_FAN_OUT_IN_API", fan_out_in_api),
+    ])
+    .await;
+    for _ in 0..3 {
+        server.subscribe("acme", &rx.url("down"), &["*"]).await;
+    }
+    let ids: Vec<String> = (0..5).map(|n| format!("evt_dup_{n}")).collect();
+    for id in &ids {
+        assert_eq!(publish_with_id(&server, "acme", id).await, 202);
+    }
+    // Each one again, once all were fanned out, and once more in a batch.
+    assert_eq!(
+        pending_reaches(&server, "acme", 15, WAIT).await,
+        Some(15),
+        "five events to three subscriptions"
+    );
+    for id in &ids {
+        assert_eq!(publish_with_id(&server, "acme", id).await, 200, "{id}");
+    }
+    let batch: Vec<Value> = ids
+        .iter()
+        .map(|id| json!({"type": "order.created", "data": {"id": id}, "id": id}))
+        .collect();
+    let (code, doc) = server
+        .call(
+            "POST",
+            "/v1/tenants/acme/event-batches",
+            Some(json!({ "events": batch })),
+        )
+        .await;
+    assert_eq!(code, 200, "{doc}");
+    // The duplicates' fan-outs are done when their answers are (in the
+    // API) or within the wait for their ingest messages.
+    assert_eq!(
+        pending_reaches(&server, "acme", 16, Duration::from_secs(10)).await,
+        Some(15),
+        "the duplicates counted nothing"
+    );
+    rx.set_default("down", Reply::Status(204));
+    assert!(eventually(WAIT, || rx.count("down") >= 15 + 3).await);
+    assert_eq!(
+        pending_reaches(&server, "acme", 0, WAIT).await,
+        Some(0),
+        "every count taken off once delivered"
+    );
+    let (_, doc) = server.call("GET", "/status", None).await;
+    assert_eq!(doc["backlog"]["tenants"], json!([]), "{doc}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_duplicate_publish_fanned_out_in_the_api_counts_nothing_twice() {
+    a_duplicate_publish_counts_nothing_twice("true").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_duplicate_publish_fanned_out_by_the_fan_out_function_counts_nothing_twice() {
+    a_duplicate_publish_counts_nothing_twice("false").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_subscriptions_spilled_deliveries_come_off_its_tenants_count() {
+    let rx = Receiver::start().await;
+    rx.set_default("down", Reply::Status(503));
+    // The head fails, and its retry is 20 s off: the deliveries after it
+    // spill meanwhile.
+    let server = counting_server(&[("HOOKLANE_RETRY_SCHEDULE", "0s,20s,20s")]).await;
+    let sub = server.subscribe("acme", &rx.url("down"), &["*"]).await;
+    let sub = sub["id"].as_str().expect("an id").to_owned();
+    assert_eq!(publish_with_id(&server, "acme", "evt_head").await, 202);
+    assert!(eventually(WAIT, || rx.count("down") >= 1).await);
+    // The failed attempt's outcome sets the lane spilling after it answers.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    for n in 0..20 {
+        let id = format!("evt_spilled_{n}");
+        assert_eq!(publish_with_id(&server, "acme", &id).await, 202);
+    }
+    assert_eq!(
+        pending_reaches(&server, "acme", 21, WAIT).await,
+        Some(21),
+        "the head and twenty behind it"
+    );
+    let (code, _) = server
+        .call(
+            "DELETE",
+            &format!("/v1/tenants/acme/subscriptions/{sub}"),
+            None,
+        )
+        .await;
+    assert_eq!(code, 204);
+    // The spilled twenty come off with the delete, long before the head's
+    // retry (20 s after its failure) could move anything.
+    let left = pending_reaches(&server, "acme", 1, Duration::from_secs(5)).await;
+    assert!(
+        matches!(left, Some(0 | 1)),
+        "the spilled deliveries were taken off: {left:?} left"
+    );
+    assert_eq!(
+        pending_reaches(&server, "acme", 0, WAIT).await,
+        Some(0),
+        "the head, dropped when met, too"
+    );
+    assert_eq!(rx.count("down"), 1, "nothing sent after the delete");
+}
