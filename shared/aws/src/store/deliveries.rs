@@ -33,8 +33,9 @@
 //!   read (settled, `first_attempt`) and ended at its own attempts, unless
 //!   an attempt of it still runs: then the message comes back later.
 //! - ended for good (any but a retry), with the tenant backlog counted
-//!   (`HOOKLANE_TENANT_BACKLOG`): one `UpdateItem` taking it off its
-//!   tenant's count ([`super::backlog_counts`]), best effort.
+//!   (`HOOKLANE_TENANT_BACKLOG`): noted, and taken off its tenant's count
+//!   with the batch's other ends after the batch
+//!   ([`super::backlog_counts`]), best effort.
 
 use std::collections::HashMap;
 

@@ -16,9 +16,10 @@
 //! ([`super::slow_lanes`]); parked counts per tenant would need a read of
 //! every tenant's: they are left out.
 //!
-//! Those counts cost a write per delivery and one per event ($0.56 to
-//! $1.17 more per million deliveries against a target of $2.00,
-//! BENCHMARKS.md figure 5), so they are off unless chosen: without them an operator on AWS reads
+//! Those counts cost a write per publish request and one per delivery
+//! batch ($0.11 to $0.64 more per million deliveries against a target of
+//! $2.00, BENCHMARKS.md figure 5), so they are off unless chosen: without
+//! them an operator on AWS reads
 //! the totals here and CloudWatch's age, and a tenant's own backlog from
 //! `GET /v1/tenants/{tenant}/events` and its deliveries.
 
