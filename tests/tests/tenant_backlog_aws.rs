@@ -5,8 +5,9 @@
 //! - A duplicate publish fans its event out again (to finish a fan-out that
 //!   stopped midway) and must count nothing twice, on both fan-out paths
 //!   (in the API, and through the ingest queue and the fan-out function):
-//!   the tenant's count reads each delivery once, and falls to zero (its
-//!   count items gone) once the receiver answers.
+//!   the tenant's count reads each delivery once (an event named twice in
+//!   a batch, or published five times at once, too), and falls to zero
+//!   (its count items gone) once the receiver answers.
 //! - Deleting a subscription drops its spilled deliveries (a failing
 //!   lane's overflow kept in the table), and takes them off its tenant's
 //!   count at once; the lane's head, met later by the delivery function,
@@ -86,10 +87,13 @@ async fn a_duplicate_publish_counts_nothing_twice(fan_out_in_api: &str) {
     for id in &ids {
         assert_eq!(publish_with_id(&server, "acme", id).await, 200, "{id}");
     }
-    let batch: Vec<Value> = ids
+    // A batch of the same again, with one new event named twice.
+    let mut batch: Vec<Value> = ids
         .iter()
+        .chain(["evt_twice".to_owned(), "evt_twice".to_owned()].iter())
         .map(|id| json!({"type": "order.created", "data": {"id": id}, "id": id}))
         .collect();
+    batch.rotate_right(2);
     let (code, doc) = server
         .call(
             "POST",
@@ -98,15 +102,21 @@ async fn a_duplicate_publish_counts_nothing_twice(fan_out_in_api: &str) {
         )
         .await;
     assert_eq!(code, 200, "{doc}");
-    // The duplicates' fan-outs are done when their answers are (in the
-    // API) or within the wait for their ingest messages.
+    // One new event published five times at once: one of them counts.
+    let racing = (0..5).map(|_| publish_with_id(&server, "acme", "evt_race"));
+    let codes = futures::future::join_all(racing).await;
+    assert_eq!(codes.iter().filter(|c| **c == 202).count(), 1, "{codes:?}");
+    // The new events' deliveries come after the duplicates' (a tenant's
+    // events fan out in order): once they are counted, so are those.
     assert_eq!(
-        pending_reaches(&server, "acme", 16, Duration::from_secs(10)).await,
-        Some(15),
-        "the duplicates counted nothing"
+        pending_reaches(&server, "acme", 21, WAIT).await,
+        Some(21),
+        "the duplicates counted nothing, the new ones once"
     );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(tenant_pending(&server, "acme").await, Some(21));
     rx.set_default("down", Reply::Status(204));
-    assert!(eventually(WAIT, || rx.count("down") >= 15 + 3).await);
+    assert!(eventually(WAIT, || rx.count("down") >= 21 + 3).await);
     assert_eq!(
         pending_reaches(&server, "acme", 0, WAIT).await,
         Some(0),

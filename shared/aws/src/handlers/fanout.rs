@@ -21,8 +21,11 @@ use super::{run_groups, Outcome};
 use crate::messages::{BackfillMessage, FanOutMessage};
 use crate::AwsStore;
 
-/// Pages (of 500 subscriptions) one pass fans out before checking time.
-const PAGES_PER_PASS: usize = 4;
+/// Pages (of 500 subscriptions) one pass fans out before checking time:
+/// one, so the cursor a failed pass leaves is right after the last page
+/// queued (a page queued again is counted again in the tenant backlog
+/// counts).
+const PAGES_PER_PASS: usize = 1;
 /// How long one backfill pass is: the engine queues what the rate allows
 /// in it, and the message comes back after it.
 const BACKFILL_PASS: Duration = Duration::from_secs(10);

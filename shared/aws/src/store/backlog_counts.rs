@@ -6,20 +6,23 @@
 //!
 //! Deliveries are counted by tenant and by the minute they were queued
 //! (the delivery message's `queued_at`: the event's acceptance for a
-//! fan-out, the replay's or backfill's time for those; kept across
-//! retries, the slow pool and the spill, and the same on every copy of a
-//! message): item `N#{shard}`, `{tenant}#{minute}` with the count in
-//! `deliveries`.
+//! fan-out, so every copy of a fan-out's message, a duplicate publish's
+//! included, carries the same; a replay's time for a replay; kept across
+//! retries, the slow pool and the spill): item `N#{shard}`,
+//! `{tenant}#{minute}` with the count in `deliveries`.
 //! - queued: one `UpdateItem` adding to the count per tenant and minute of
-//!   the call, once its messages are all sent. A fan-out counts only when
-//!   it follows the accept that archived the event ([`super::backlog_tally`]),
-//!   so a duplicate publish counts nothing twice; a replay or backfill
-//!   counts what its conditional reset took;
+//!   the call, once its messages are all sent, each (event, subscription)
+//!   once. A fan-out counts only when it follows the accept that archived
+//!   the event ([`super::backlog_tally`]), so a duplicate publish counts
+//!   nothing twice; a replay counts what its conditional reset took. A
+//!   backfill's deliveries are neither counted nor stamped (one may still
+//!   be queued, and counted, under its fan-out's message);
 //! - ended for good (delivered, parked, held, dropped), once its outcome
 //!   took: taken off together at the end of the delivery function's batch,
 //!   one `UpdateItem` per tenant and minute, and, when that leaves the
 //!   minute at zero or below, one conditional `DeleteItem` (a count queued
-//!   in the same minute meanwhile keeps the item);
+//!   in the same minute meanwhile keeps the item); a take-off whose write
+//!   fails is tried again at the next batch's end;
 //! - dropped with a deleted subscription's spill: taken off as the spilled
 //!   items are deleted.
 //!
@@ -30,16 +33,25 @@
 //! Best effort, and short rather than over where it cannot be exact: a
 //! count's write that fails (throttled, say) is logged and never fails the
 //! delivery or the publish, and a count that fails to be read leaves the
-//! per-tenant split out of the overview rather than failing it. A message
-//! sent by a queueing call that then failed carries its time uncounted
-//! (the call's retry counts it), so its end can take off one more than
-//! was counted: a minute's count at or below zero is read as none. Over
-//! is left to a crash: between an outcome and the end of its batch (the
-//! ends not yet taken off stay counted), or of a fan-out function between
-//! a page and its saved cursor (those pages are counted again). A count
-//! older than the retention (14 days) is not read and TTL deletes it.
-//! Cost: one write per tenant and minute per queueing call and per
-//! delivery batch (BENCHMARKS.md figure 5), so it is a choice
+//! per-tenant split out of the overview rather than failing it. A
+//! delivery queued uncounted (by a queueing call that failed after
+//! sending it, or by a duplicate publish finishing a fan-out that stopped
+//! midway) still takes one off when it ends: a minute's count at or below
+//! zero is read as none. Over is left to what ends without the delivery
+//! function's outcome or mid-way: a crash between an outcome and the end
+//! of its batch (those ends stay counted), a fan-out function that dies
+//! (or fails to save its cursor) after queueing a page (the page is
+//! counted again), a message SQS itself moves to the dead-letter queue
+//! after its receives run out, and a delivery parked because its record
+//! cannot be read. A count older than the retention (14 days) is not read
+//! and TTL deletes it.
+//!
+//! Each tenant's current minute is one item, written once per publish
+//! request and once per delivery batch that ends its deliveries: a tenant
+//! past about a thousand of those a second is throttled on it, and the
+//! SDK's retries then add to that publish's or batch's time before the
+//! write is given up (logged; the counts then short, or the take-off
+//! tried again). Cost: BENCHMARKS.md figure 5; it is a choice
 //! (`TenantBacklog` in the template). Only deliveries queued while it is
 //! on carry their time and are counted: one queued before it was turned
 //! on is not taken off either; one queued before it was turned off and
@@ -81,17 +93,26 @@ fn tally_into(counts: &mut ByMinute, tenant: &str, at: i64, n: i64) {
 pub(crate) struct Queued(ByMinute);
 
 impl Table {
-    /// What [`Self::count_queued`] is to count of `msgs` (those stamped
-    /// with their time: the counted ones), taken before they are sent
+    /// What [`Self::count_queued`] is to count of `msgs`: those of the
+    /// events `counted` takes, each (event, subscription) once (an event
+    /// batch may name one event twice), taken before they are sent
     /// (sending consumes them).
-    pub(crate) fn queued<'a>(&self, msgs: impl IntoIterator<Item = &'a DeliveryMessage>) -> Queued {
+    pub(crate) fn queued<'a>(
+        &self,
+        msgs: impl IntoIterator<Item = &'a DeliveryMessage>,
+        counted: impl Fn(&DeliveryMessage) -> bool,
+    ) -> Queued {
         let mut queued = Queued::default();
         if !self.settings.tenant_backlog {
             return queued;
         }
+        let mut seen = std::collections::HashSet::new();
         for m in msgs {
-            if let Some(at) = m.queued_at {
-                tally_into(&mut queued.0, &m.tenant, at, 1);
+            let pair = (m.event_id.as_str(), m.subscription_id.as_str());
+            if let (Some(at), true) = (m.queued_at, counted(m)) {
+                if seen.insert(pair) {
+                    tally_into(&mut queued.0, &m.tenant, at, 1);
+                }
             }
         }
         queued
@@ -100,7 +121,8 @@ impl Table {
     /// Counts deliveries once they are queued: one write per tenant and
     /// minute.
     pub(crate) async fn count_queued(&self, queued: Queued) {
-        self.write_counts(queued.0).await;
+        // A count that failed leaves the tenant short, never over.
+        let _ = self.write_counts(queued.0).await;
     }
 
     /// Notes a delivery that ended for good (its `seq` on AWS: when it was
@@ -123,7 +145,22 @@ impl Table {
             Ok(mut ended) if !ended.is_empty() => std::mem::take(&mut *ended),
             _ => return,
         };
-        self.write_counts(ended).await;
+        self.take_off(ended).await;
+    }
+
+    /// Takes `counts` off, keeping those whose write failed for the next
+    /// flush (a count left high would read as pending).
+    async fn take_off(&self, counts: ByMinute) {
+        let failed = self.write_counts(counts).await;
+        if failed.is_empty() {
+            return;
+        }
+        if let Ok(mut ended) = self.tally.ended.lock() {
+            for ((tenant, minute), (n, first)) in failed {
+                let c = ended.entry((tenant, minute)).or_insert((0, first));
+                *c = (c.0 + n, c.1.min(first));
+            }
+        }
     }
 
     /// Takes dropped messages (a deleted subscription's spill) off their
@@ -138,24 +175,39 @@ impl Table {
                 tally_into(&mut dropped, &m.tenant, at, -1);
             }
         }
-        self.write_counts(dropped).await;
+        self.take_off(dropped).await;
     }
 
-    async fn write_counts(&self, counts: ByMinute) {
+    /// Writes counts; returns those whose write failed.
+    async fn write_counts(&self, counts: ByMinute) -> ByMinute {
+        let mut failed = ByMinute::new();
         for ((tenant, minute), (n, first)) in counts {
-            if let (Ok(tenant), true) = (TenantId::parse(&tenant), n != 0) {
-                self.add_count(&tenant, minute, (n, first)).await;
+            let Ok(id) = TenantId::parse(&tenant) else {
+                continue;
+            };
+            if n != 0 && !self.add_count(&id, minute, (n, first)).await {
+                failed.insert((tenant, minute), (n, first));
             }
         }
+        failed
     }
 
     /// Adds `n` to a tenant's count of a minute (`first`: when the first of
     /// them was queued, kept from the minute's first count), removing the
     /// item when it reaches zero; failures are logged (the module's doc).
-    async fn add_count(&self, tenant: &TenantId, minute: i64, (n, first): (i64, i64)) {
-        if let Err(e) = self.try_add_count(tenant, minute, (n, first)).await {
-            tracing::warn!(tenant = tenant.as_str(), n, error = %e, "a tenant backlog count failed; the status's count is off by it");
+    async fn add_count(&self, tenant: &TenantId, minute: i64, (n, first): (i64, i64)) -> bool {
+        let Err(e) = self.try_add_count(tenant, minute, (n, first)).await else {
+            return true;
+        };
+        match n > 0 {
+            true => {
+                tracing::warn!(tenant = tenant.as_str(), n, error = %e, "a tenant backlog count failed; the status's count is short by it")
+            }
+            false => {
+                tracing::warn!(tenant = tenant.as_str(), n, error = %e, "taking ends off a tenant backlog count failed; the next flush tries again")
+            }
         }
+        false
     }
 
     async fn try_add_count(

@@ -39,6 +39,21 @@ tokio::task_local! {
     static HELD: HashSet<Key>;
 }
 
+/// The events an enqueue counts ([`Tally::claim`]).
+#[derive(Debug, Default)]
+pub(crate) struct Claimed {
+    events: HashSet<Key>,
+    /// Of them, those whose notes it took.
+    taken: Vec<Key>,
+}
+
+impl Claimed {
+    /// Whether a delivery of this event is counted.
+    pub(crate) fn contains(&self, tenant: &str, event: &str) -> bool {
+        self.events.contains(&(tenant.to_owned(), event.to_owned()))
+    }
+}
+
 /// The tenant backlog counts' state in one process (shared by clones).
 #[derive(Debug, Default)]
 pub(crate) struct Tally {
@@ -79,15 +94,37 @@ impl Tally {
         HELD.scope(held, fan_out).await
     }
 
-    /// Whether a fan-out of this event counts its deliveries now: held by
-    /// the fan-out running in this task, or noted.
-    pub(crate) fn counts(&self, tenant: &TenantId, event: &EventId) -> bool {
-        let k = key(tenant, event);
-        HELD.try_with(|held| held.contains(&k)).unwrap_or(false)
-            || self
-                .notes
-                .lock()
-                .is_ok_and(|notes| notes.get(&k).is_some_and(|at| at.elapsed() < NOTE_FOR))
+    /// The events of an enqueue whose deliveries it counts: those the
+    /// fan-out running in this task holds, and those noted, whose notes it
+    /// takes (so no other fan-out of them counts meanwhile; given back by
+    /// [`Self::unclaim`] when the enqueue fails).
+    pub(crate) fn claim<'a>(
+        &self,
+        events: impl Iterator<Item = (&'a TenantId, &'a EventId)>,
+    ) -> Claimed {
+        let mut claimed = Claimed::default();
+        for (tenant, event) in events {
+            let k = key(tenant, event);
+            if claimed.events.contains(&k) {
+                continue;
+            }
+            if HELD.try_with(|held| held.contains(&k)).unwrap_or(false) {
+                claimed.events.insert(k);
+            } else if self.take(tenant, event) {
+                claimed.taken.push(k.clone());
+                claimed.events.insert(k);
+            }
+        }
+        claimed
+    }
+
+    /// Gives back the notes an enqueue that failed took.
+    pub(crate) fn unclaim(&self, claimed: Claimed) {
+        if let Ok(mut notes) = self.notes.lock() {
+            for k in claimed.taken {
+                notes.insert(k, Instant::now());
+            }
+        }
     }
 
     /// Takes a note: `true` when there was one to take, so the caller
@@ -112,42 +149,51 @@ mod tests {
         )
     }
 
+    fn claims(tally: &Tally, (t, e): &(TenantId, EventId)) -> Claimed {
+        tally.claim([(t, e), (t, e)].into_iter())
+    }
+
     #[test]
     fn a_note_counts_one_fan_out() {
-        let (t, e) = ids();
+        let ids = ids();
         let tally = Tally::default();
-        assert!(!tally.counts(&t, &e), "an event not noted is not counted");
-        tally.note(&t, &e);
-        assert!(tally.counts(&t, &e));
-        assert!(tally.take(&t, &e));
+        let counted = |c: &Claimed| c.contains("t1", "evt_1");
+        assert!(!counted(&claims(&tally, &ids)), "not noted, not counted");
+        tally.note(&ids.0, &ids.1);
+        let first = claims(&tally, &ids);
+        assert!(counted(&first));
         assert!(
-            !tally.counts(&t, &e),
-            "a duplicate's fan-out counts nothing"
+            !counted(&claims(&tally, &ids)),
+            "a duplicate's fan-out, meanwhile or later, counts nothing"
         );
-        assert!(!tally.take(&t, &e));
+        tally.unclaim(first);
+        assert!(
+            counted(&claims(&tally, &ids)),
+            "a failed enqueue gives its claim back"
+        );
     }
 
     #[tokio::test]
     async fn a_hold_counts_in_its_own_task_only() {
-        let (t, e) = ids();
+        let ids = ids();
         let tally = std::sync::Arc::new(Tally::default());
-        let inside = Tally::holding([(&t, &e)].into_iter(), async {
+        let inside = Tally::holding([(&ids.0, &ids.1)].into_iter(), async {
             let elsewhere = {
-                let (tally, t, e) = (tally.clone(), t.clone(), e.clone());
-                tokio::spawn(async move { tally.counts(&t, &e) })
+                let (tally, ids) = (tally.clone(), ids.clone());
+                tokio::spawn(async move { claims(&tally, &ids).contains("t1", "evt_1") })
             };
-            (
-                tally.counts(&t, &e),
-                elsewhere.await.unwrap(),
-                tally.take(&t, &e),
-            )
+            let here = claims(&tally, &ids).contains("t1", "evt_1");
+            (here, elsewhere.await.unwrap())
         })
         .await;
         assert_eq!(
             inside,
-            (true, false, false),
-            "held in the task, not in another (a duplicate's), and no note to take"
+            (true, false),
+            "held in the task, not in another (a duplicate's)"
         );
-        assert!(!tally.counts(&t, &e), "not after the hold");
+        assert!(
+            !claims(&tally, &ids).contains("t1", "evt_1"),
+            "not after the hold"
+        );
     }
 }

@@ -66,19 +66,25 @@ impl LaneQueue for AwsStore {
     async fn enqueue(&self, deliveries: &[NewDelivery]) -> StoreResult<()> {
         let mut msgs = Vec::with_capacity(deliveries.len());
         let mut batch = Batch::new();
-        let counts = |d: &NewDelivery| {
-            self.settings.tenant_backlog && self.tally.counts(&d.tenant, &d.event_id)
-        };
+        let stamp = self.settings.tenant_backlog;
         for d in deliveries {
-            msgs.push(self.placed(d, &mut batch, counts(d)).await?);
+            msgs.push(self.placed(d, &mut batch, stamp).await?);
         }
-        let queued = self.queued(&msgs);
-        self.dispatch(msgs, "").await?;
+        // The events whose deliveries this call counts, claimed so that a
+        // duplicate's fan-out running meanwhile counts nothing.
+        let claimed = match stamp {
+            true => self
+                .tally
+                .claim(deliveries.iter().map(|d| (&d.tenant, &d.event_id))),
+            false => Default::default(),
+        };
+        let queued = self.queued(&msgs, |m| claimed.contains(&m.tenant, &m.event_id));
+        if let Err(e) = self.dispatch(msgs, "").await {
+            // Not counted: the fan-out that finishes it counts.
+            self.tally.unclaim(claimed);
+            return Err(e);
+        }
         self.count_queued(queued).await;
-        // Counted: a later fan-out of these events (a duplicate's) is not.
-        for d in deliveries.iter().filter(|d| counts(d)) {
-            self.tally.take(&d.tenant, &d.event_id);
-        }
         Ok(())
     }
 
@@ -129,6 +135,9 @@ impl LaneQueue for AwsStore {
         let mut batch = Batch::new();
         // Whether each subscription is there, as read now.
         let mut there: HashMap<SubscriptionId, bool> = HashMap::new();
+        // A replay is counted (its reset takes it once); a backfill's
+        // missed deliveries are not: one may be queued, and counted, still.
+        let counted = self.settings.tenant_backlog && rule != Retake::Missed;
         for d in deliveries {
             let here = match there.get(&d.subscription_id) {
                 Some(here) => *here,
@@ -149,21 +158,18 @@ impl LaneQueue for AwsStore {
                     .await?;
             if reset && backfill {
                 // The backfill is one lane of its own.
-                let mut msg = message_of(d, self.settings.tenant_backlog);
+                let mut msg = message_of(d, counted);
                 msg.lane = Some("backfill".to_owned());
                 msg.lane_no = None;
                 backfills.push(msg);
             } else if reset {
                 // The lane its key (or id) picks among the lanes now.
-                live.push(
-                    self.placed(d, &mut batch, self.settings.tenant_backlog)
-                        .await?,
-                );
+                live.push(self.placed(d, &mut batch, counted).await?);
             }
             taken.push(reset);
         }
         let nonce = format!("requeue-{}", ms(OffsetDateTime::now_utc()));
-        let queued = self.queued(backfills.iter().chain(&live));
+        let queued = self.queued(backfills.iter().chain(&live), |_| counted);
         self.send_deliveries(&backfills, &nonce).await?;
         self.dispatch(live, &nonce).await?;
         self.count_queued(queued).await;

@@ -10,7 +10,7 @@
 //! message is CloudWatch's
 //! `ApproximateAgeOfOldestMessage` (the template's dashboard and alarm),
 //! not something a call returns. A deep lane's overflow kept in the table
-//! (the spill) is not in the count. Suspended subscriptions are read from
+//! (the spill) is not in the queues' count (it is in the store's own). Suspended subscriptions are read from
 //! their index (`gsi2`, partition `SUSPENDED`: the 100 longest suspended,
 //! and a count), and the lanes in the slow pool from their markers
 //! ([`super::slow_lanes`]); parked counts per tenant would need a read of

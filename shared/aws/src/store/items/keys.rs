@@ -121,8 +121,9 @@ pub(crate) fn slot_sk(shard: u16) -> String {
     format!("Q#slots#{shard}")
 }
 
-/// How many partitions a tenant backlog count may be in (by the tenant's
-/// name), so that busy tenants' counts spread over several.
+/// How many partitions the tenant backlog counts are in (by the tenant's
+/// name), so that the tenants' counts spread over several (one tenant's
+/// stay in one).
 pub(crate) const COUNT_SHARDS: u32 = 16;
 
 /// The key of a tenant's count of the deliveries queued in one minute
