@@ -271,12 +271,10 @@ impl Engine {
                 }
                 job.after = e.position();
                 if self.receives_archived(sub, &e).await? {
-                    batch.push(NewDelivery::to(
-                        sub,
-                        &e.id,
-                        &e.event_type,
-                        e.ordering_key.as_ref(),
-                    ));
+                    batch.push(NewDelivery {
+                        accepted_at: Some(e.created_at),
+                        ..NewDelivery::to(sub, &e.id, &e.event_type, e.ordering_key.as_ref())
+                    });
                 }
             }
             let taken = self

@@ -194,6 +194,10 @@ pub struct NewDelivery {
     pub lanes: LaneCount,
     /// Its event's ordering key, when it has one.
     pub ordering_key: Option<OrderingKey>,
+    /// When its event was accepted, where known with the event not at
+    /// hand (a backfill reads it from the archive): the AWS tenant backlog
+    /// counts go by it.
+    pub accepted_at: Option<time::OffsetDateTime>,
 }
 
 impl NewDelivery {
@@ -227,6 +231,7 @@ impl NewDelivery {
             lane: lane_of(ordering_key, event_id, sub.lanes),
             lanes: sub.lanes,
             ordering_key: ordering_key.cloned(),
+            accepted_at: None,
         }
     }
 

@@ -6,25 +6,27 @@
 //!
 //! Deliveries are counted by tenant and by the minute they were queued
 //! (the delivery message's `queued_at`: the event's acceptance for a
-//! fan-out, so every copy of a fan-out's message, a duplicate publish's
-//! included, carries the same; a replay's time for a replay; kept across
-//! retries, the slow pool and the spill): item `N#{shard}`,
-//! `{tenant}#{minute}` with the count in `deliveries`.
+//! fan-out or a backfill, so every copy of a delivery's message, a
+//! duplicate publish's included, carries the same; a replay's time for a
+//! replay; kept across retries, the slow pool and the spill): item
+//! `N#{shard}`, `{tenant}#{minute}` with the count in `deliveries`.
 //! - queued: one `UpdateItem` adding to the count per tenant and minute of
 //!   the call, once its messages are all sent, each (event, subscription)
 //!   once. A fan-out counts only when it follows the accept that archived
 //!   the event ([`super::backlog_tally`]), so a duplicate publish counts
 //!   nothing twice; a replay counts what its conditional reset took. A
-//!   backfill's deliveries are neither counted nor stamped (one may still
-//!   be queued, and counted, under its fan-out's message);
+//!   backfill's deliveries are stamped and not counted (one may still be
+//!   queued, and counted, under its fan-out's message: whichever copy
+//!   ends takes it off);
 //! - ended for good (delivered, parked, held, dropped), once its outcome
 //!   took: taken off together at the end of the delivery function's batch,
 //!   one `UpdateItem` per tenant and minute, and, when that leaves the
-//!   minute at zero or below, one conditional `DeleteItem` (a count queued
-//!   in the same minute meanwhile keeps the item); a take-off whose write
-//!   fails is tried again at the next batch's end;
+//!   minute at exactly zero, one conditional `DeleteItem` (a count queued
+//!   in the same minute meanwhile keeps the item; below zero the item stays,
+//!   as ends taken off before their count, which may still come); a
+//!   take-off whose write fails is tried again at the next batch's end;
 //! - dropped with a deleted subscription's spill: taken off as the spilled
-//!   items are deleted.
+//!   items are deleted (a failed write tried three times).
 //!
 //! The overview queries the 16 partitions, sums each tenant's minutes and
 //! takes its oldest minute with deliveries as the oldest's age (to the
@@ -34,17 +36,20 @@
 //! count's write that fails (throttled, say) is logged and never fails the
 //! delivery or the publish, and a count that fails to be read leaves the
 //! per-tenant split out of the overview rather than failing it. A
-//! delivery queued uncounted (by a queueing call that failed after
-//! sending it, or by a duplicate publish finishing a fan-out that stopped
-//! midway) still takes one off when it ends: a minute's count at or below
-//! zero is read as none. Over is left to what ends without the delivery
-//! function's outcome or mid-way: a crash between an outcome and the end
-//! of its batch (those ends stay counted), a fan-out function that dies
-//! (or fails to save its cursor) after queueing a page (the page is
-//! counted again), a message SQS itself moves to the dead-letter queue
-//! after its receives run out, and a delivery parked because its record
-//! cannot be read. A count older than the retention (14 days) is not read
-//! and TTL deletes it.
+//! delivery queued uncounted (by a duplicate publish finishing a fan-out
+//! that stopped midway, or a backfill) still takes one off when it ends,
+//! and a take-off whose write took effect but whose answer was lost is
+//! tried again: a minute's count below zero is read as none. Over is left
+//! to what ends without the delivery function's outcome or mid-way: a
+//! crash between an outcome and the end of its batch, or a delivery
+//! function retired with failed take-offs kept for its next batch (those
+//! ends stay counted), a fan-out function that dies (or fails to save its
+//! cursor) after queueing pages (the pages it queued since its last saved
+//! cursor are counted again), a spill's take-off that failed three times,
+//! a message SQS itself moves to the dead-letter queue after its receives
+//! run out, and a delivery parked because its record cannot be read. A
+//! count older than the retention (14 days) is not read and TTL deletes
+//! it.
 //!
 //! Each tenant's current minute is one item, written once per publish
 //! request and once per delivery batch that ends its deliveries: a tenant
@@ -70,6 +75,9 @@ use super::items::keys::{backlog_count_key, backlog_count_of, count_pk, COUNT_SH
 use super::{backend, get_n, get_s, query_items, Table, RETENTION_SECS};
 use crate::messages::DeliveryMessage;
 use crate::{number_attr, string_attr};
+
+/// Tries of a dropped spill's take-off.
+const DROP_TRIES: usize = 3;
 
 /// The minute (since the epoch) of a time in unix milliseconds.
 fn minute_of(ms: i64) -> i64 {
@@ -175,7 +183,14 @@ impl Table {
                 tally_into(&mut dropped, &m.tenant, at, -1);
             }
         }
-        self.take_off(dropped).await;
+        // The API function has no later batch to try again after: here.
+        for _ in 0..DROP_TRIES {
+            dropped = self.write_counts(dropped).await;
+            if dropped.is_empty() {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
     }
 
     /// Writes counts; returns those whose write failed.
@@ -236,7 +251,9 @@ impl Table {
             .await
             .map_err(backend)?;
         let left = out.attributes.as_ref().and_then(|a| get_n(a, "deliveries"));
-        if n > 0 || left.is_some_and(|left| left > 0) {
+        if left != Some(0) {
+            // Below zero it stays (ends taken off before their count, which
+            // is to come), read as none.
             return Ok(());
         }
         // Gone unless a delivery of this minute was counted meanwhile.
@@ -246,7 +263,7 @@ impl Table {
             .table_name(&self.settings.table)
             .key("pk", string_attr(pk))
             .key("sk", string_attr(sk))
-            .condition_expression("#d <= :zero")
+            .condition_expression("#d = :zero")
             .expression_attribute_names("#d", "deliveries")
             .expression_attribute_values(":zero", number_attr(0))
             .send()

@@ -281,6 +281,8 @@ fn requeued(tenant: &TenantId, d: &DeliveryMessage) -> Option<NewDelivery> {
             .ordering_key
             .as_deref()
             .and_then(|k| OrderingKey::parse(k).ok()),
+        // A replay is counted from when it is queued again.
+        accepted_at: None,
     })
 }
 

@@ -136,8 +136,10 @@ impl LaneQueue for AwsStore {
         // Whether each subscription is there, as read now.
         let mut there: HashMap<SubscriptionId, bool> = HashMap::new();
         // A replay is counted (its reset takes it once); a backfill's
-        // missed deliveries are not: one may be queued, and counted, still.
-        let counted = self.settings.tenant_backlog && rule != Retake::Missed;
+        // missed deliveries are stamped, not counted: one may be queued, and
+        // counted, still, and whichever copy ends takes it off.
+        let stamped = self.settings.tenant_backlog;
+        let counted = stamped && rule != Retake::Missed;
         for d in deliveries {
             let here = match there.get(&d.subscription_id) {
                 Some(here) => *here,
@@ -158,13 +160,13 @@ impl LaneQueue for AwsStore {
                     .await?;
             if reset && backfill {
                 // The backfill is one lane of its own.
-                let mut msg = message_of(d, counted);
+                let mut msg = message_of(d, stamped);
                 msg.lane = Some("backfill".to_owned());
                 msg.lane_no = None;
                 backfills.push(msg);
             } else if reset {
                 // The lane its key (or id) picks among the lanes now.
-                live.push(self.placed(d, &mut batch, counted).await?);
+                live.push(self.placed(d, &mut batch, stamped).await?);
             }
             taken.push(reset);
         }

@@ -18,11 +18,11 @@ const BATCH_RETRIES: usize = 3;
 /// The placements taken for one batch of deliveries, by subscription.
 pub(super) type Batch = HashMap<SubscriptionId, Option<super::items::placement::Placement>>;
 
-/// A new delivery's message; `counted`: stamped with the time its tenant
-/// backlog count goes by (`backlog_counts`): its event's acceptance when
-/// the event is at hand (a fan-out: every copy of the message carries the
-/// same), else now (a replay, a backfill).
-pub(super) fn message_of(d: &NewDelivery, counted: bool) -> DeliveryMessage {
+/// A new delivery's message; `stamped`: with the time its tenant backlog
+/// count goes by (`backlog_counts`): its event's acceptance where known (a
+/// fan-out, a backfill: every copy of the message carries the same), else
+/// now (a replay).
+pub(super) fn message_of(d: &NewDelivery, stamped: bool) -> DeliveryMessage {
     let mut m = DeliveryMessage::new(
         d.tenant.as_str(),
         d.subscription_id.as_str(),
@@ -32,8 +32,8 @@ pub(super) fn message_of(d: &NewDelivery, counted: bool) -> DeliveryMessage {
     m.event = d.event.as_ref().and_then(CarriedEvent::of);
     m.lane_no = (d.lanes.get() > 1).then_some(d.lane);
     m.ordering_key = d.ordering_key.as_ref().map(|k| k.as_str().to_owned());
-    m.queued_at = counted.then(|| {
-        let at = d.event.as_ref().map(|e| e.created_at);
+    m.queued_at = stamped.then(|| {
+        let at = d.event.as_ref().map(|e| e.created_at).or(d.accepted_at);
         hooklane_core::record::ms(at.unwrap_or_else(time::OffsetDateTime::now_utc))
     });
     m
@@ -41,7 +41,7 @@ pub(super) fn message_of(d: &NewDelivery, counted: bool) -> DeliveryMessage {
 
 impl AwsStore {
     /// The message of a live delivery, on its lane as the subscription's
-    /// placement says (`lane_change`), stamped when `counted`
+    /// placement says (`lane_change`), with its count's time when `stamped`
     /// ([`message_of`]).
     /// `batch` keeps each subscription's placement for the rest of the
     /// batch.
@@ -49,7 +49,7 @@ impl AwsStore {
         &self,
         d: &NewDelivery,
         batch: &mut Batch,
-        counted: bool,
+        stamped: bool,
     ) -> StoreResult<DeliveryMessage> {
         let p = match batch.get(&d.subscription_id) {
             Some(p) => p.clone(),
@@ -61,7 +61,7 @@ impl AwsStore {
                 p
             }
         };
-        let mut msg = message_of(d, counted);
+        let mut msg = message_of(d, stamped);
         if let Some(p) = p {
             let (lane, after) = p.place(d.ordering_key.as_ref(), &d.event_id);
             msg.lane_no = (p.sent.get() > 1).then_some(lane);
