@@ -88,11 +88,14 @@ fn minute_of(ms: i64) -> i64 {
 /// queued.
 type ByMinute = HashMap<(String, i64), (i64, i64)>;
 
+/// Adds `n` deliveries first queued at `first` to a tenant's minute.
+fn add_to(counts: &mut ByMinute, key: (String, i64), (n, first): (i64, i64)) {
+    let c = counts.entry(key).or_insert((0, first));
+    *c = (c.0 + n, c.1.min(first));
+}
+
 fn tally_into(counts: &mut ByMinute, tenant: &str, at: i64, n: i64) {
-    let c = counts
-        .entry((tenant.to_owned(), minute_of(at)))
-        .or_insert((0, at));
-    *c = (c.0 + n, c.1.min(at));
+    add_to(counts, (tenant.to_owned(), minute_of(at)), (n, at));
 }
 
 /// Deliveries about to be queued, per tenant and minute (empty when the
@@ -164,9 +167,8 @@ impl Table {
             return;
         }
         if let Ok(mut ended) = self.tally.ended.lock() {
-            for ((tenant, minute), (n, first)) in failed {
-                let c = ended.entry((tenant, minute)).or_insert((0, first));
-                *c = (c.0 + n, c.1.min(first));
+            for (key, count) in failed {
+                add_to(&mut ended, key, count);
             }
         }
     }
@@ -184,9 +186,9 @@ impl Table {
             }
         }
         // The API function has no later batch to try again after: here.
-        for _ in 0..DROP_TRIES {
+        for tries in 1..=DROP_TRIES {
             dropped = self.write_counts(dropped).await;
-            if dropped.is_empty() {
+            if dropped.is_empty() || tries == DROP_TRIES {
                 return;
             }
             tokio::time::sleep(std::time::Duration::from_millis(200)).await;
