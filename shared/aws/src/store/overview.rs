@@ -10,8 +10,8 @@
 //! message is CloudWatch's
 //! `ApproximateAgeOfOldestMessage` (the template's dashboard and alarm),
 //! not something a call returns. A deep lane's overflow kept in the table
-//! (the spill) is not in the queues' count (it is in the store's own). Suspended subscriptions are read from
-//! their index (`gsi2`, partition `SUSPENDED`: the 100 longest suspended,
+//! (the spill) is not in the queues' count (it is in the store's own).
+//! Suspended subscriptions are read from their index (`gsi2`, partition `SUSPENDED`: the 100 longest suspended,
 //! and a count), and the lanes in the slow pool from their markers
 //! ([`super::slow_lanes`]); parked counts per tenant would need a read of
 //! every tenant's: they are left out.
@@ -19,9 +19,9 @@
 //! Those counts cost a write per publish request and one per delivery
 //! batch ($0.11 to $0.64 more per million deliveries against a target of
 //! $2.00, BENCHMARKS.md figure 5), so they are off unless chosen: without
-//! them an operator on AWS reads
-//! the totals here and CloudWatch's age, and a tenant's own backlog from
-//! `GET /v1/tenants/{tenant}/events` and its deliveries.
+//! them an operator on AWS reads the totals here and CloudWatch's age, and
+//! a tenant's own backlog from `GET /v1/tenants/{tenant}/events` and its
+//! deliveries.
 
 use aws_sdk_dynamodb::types::Select;
 use aws_sdk_sqs::types::QueueAttributeName as Attr;

@@ -280,13 +280,15 @@ async fn spilled_page(table: &Table, (_, sub, lane): Lane<'_>) -> StoreResult<Ve
 }
 
 /// Deletes spilled items; returns the messages of those this call deleted
-/// (a concurrent drop deletes each once).
+/// (a concurrent drop deletes each once), when the tenant backlog counts
+/// take them off (else none, and the old items are not asked for).
 async fn delete_spilled(
     table: &Table,
     (_, sub, lane): Lane<'_>,
     items: &[Item],
 ) -> StoreResult<Vec<DeliveryMessage>> {
     let mut deleted = Vec::new();
+    let counted = table.settings.tenant_backlog;
     for item in items {
         let Some(sk) = get_s(item, "sk") else {
             continue;
@@ -297,7 +299,7 @@ async fn delete_spilled(
             .table_name(&table.settings.table)
             .key("pk", string_attr(spill_pk(sub, lane)))
             .key("sk", string_attr(sk))
-            .return_values(aws_sdk_dynamodb::types::ReturnValue::AllOld)
+            .set_return_values(counted.then_some(aws_sdk_dynamodb::types::ReturnValue::AllOld))
             .send()
             .await
             .map_err(backend)?
