@@ -12,12 +12,16 @@
 //!
 //! Beside whole calls, it can fail a share of a batch call's entries
 //! (`set_entry_rate`: see [`entries`]), throttle every call for as long as
-//! a test says (`throttle_all`), and answer slowly (`set_delay`).
+//! a test says (`throttle_all`), answer slowly (`set_delay`), and fail or
+//! hold the calls whose bodies hold given text ([`targeted`]).
 //!
 //! Which call gets a fault is drawn from a seeded sequence; the seed is
 //! printed, and `HOOKLANE_TEST_SEED` sets it to replay a run.
 
 mod entries;
+mod targeted;
+
+pub use targeted::Rule;
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -75,6 +79,7 @@ struct State {
     calls: Mutex<HashMap<String, u64>>,
     injected: Mutex<HashMap<(String, Fault), u64>>,
     entry_faults: Mutex<HashMap<String, u64>>,
+    rules: targeted::Rules,
 }
 
 impl State {
@@ -145,6 +150,7 @@ impl FaultProxy {
             calls: Mutex::new(HashMap::new()),
             injected: Mutex::new(HashMap::new()),
             entry_faults: Mutex::new(HashMap::new()),
+            rules: targeted::Rules::default(),
         });
         tokio::spawn(accept(listener, state.clone()));
         Self { endpoint, state }
@@ -174,6 +180,24 @@ impl FaultProxy {
         self.state
             .delay_ms
             .store(max.as_millis() as u64, Ordering::Relaxed);
+    }
+
+    /// Fails (500, not forwarded) every call whose body holds all of
+    /// `needles`, until the returned rule is lifted.
+    pub fn fail_when(&self, needles: &[&str]) -> Arc<Rule> {
+        self.state.rules.add(needles, targeted::Action::Fail)
+    }
+
+    /// Holds every call whose body holds all of `needles` until the
+    /// returned rule is lifted, then forwards it.
+    pub fn hold_when(&self, needles: &[&str]) -> Arc<Rule> {
+        self.state.rules.add(needles, targeted::Action::Hold)
+    }
+
+    /// Counts the calls whose body holds all of `needles`, and their
+    /// answers, changing nothing.
+    pub fn watch(&self, needles: &[&str]) -> Arc<Rule> {
+        self.state.rules.add(needles, targeted::Action::Watch)
     }
 
     /// Entries (or transactions) failed on their own so far, by operation.
@@ -283,6 +307,9 @@ async fn handle(state: &State, kill: &Notify, req: Request<Incoming>) -> Respons
     let Ok(body) = body.collect().await.map(|b| b.to_bytes()) else {
         return reset(kill).await;
     };
+    let Ok(matched) = state.rules.apply(&body).await else {
+        return error(&op, 500, 0);
+    };
     let mut held_back = 0;
     let plan = entries::plan(&op, &body, || {
         let fails = state.entry_fails();
@@ -310,6 +337,7 @@ async fn handle(state: &State, kill: &Notify, req: Request<Incoming>) -> Respons
         },
         None => None,
     };
+    targeted::Rules::answered(&matched);
     if fault == Some(Fault::ResetAfter) {
         return reset(kill).await;
     }

@@ -12,10 +12,16 @@
 //!   lane's overflow kept in the table), and takes them off its tenant's
 //!   count at once; the lane's head, met later by the delivery function,
 //!   comes off then.
+//! - Through the fault proxy, at the wire: a take-off written before its
+//!   count (the count's call held until the delivery has ended and been
+//!   taken off) leaves nothing once the count lands (a minute is removed
+//!   at exactly zero, not below); take-offs that fail are written with the
+//!   next batch's.
 
 use std::time::Duration;
 
-use hooklane_tests::{eventually, test_env, Backend, Receiver, Reply, Server};
+use hooklane_tests::faults::FaultProxy;
+use hooklane_tests::{aws, eventually, test_env, Backend, Receiver, Reply, Server};
 use serde_json::{json, Value};
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -178,4 +184,83 @@ async fn a_deleted_subscriptions_spilled_deliveries_come_off_its_tenants_count()
         "the head, dropped when met, too"
     );
     assert_eq!(rx.count("down"), 1, "nothing sent after the delete");
+}
+
+/// A count's write of one delivery, and a take-off, as the store's
+/// `UpdateItem` bodies spell them.
+const COUNT_OF_ONE: [&str; 2] = [r##""#d":"deliveries""##, r#"":n":{"N":"1"}"#];
+const TAKE_OFF: [&str; 2] = [r##""#d":"deliveries""##, r#"":n":{"N":"-"#];
+
+/// A counting server whose SDK calls go through a fault proxy.
+async fn counting_server_through_proxy() -> (FaultProxy, Server) {
+    let env = test_env(&[("HOOKLANE_TENANT_BACKLOG", "true")]);
+    let settings = aws::fresh_resources(60).await;
+    let proxy = FaultProxy::start(&aws::endpoint()).await;
+    let server = Server::start_aws_with(env, aws::sdk_at(&proxy.endpoint).await, settings).await;
+    (proxy, server)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_take_off_written_before_its_count_leaves_nothing_once_the_count_lands() {
+    let rx = Receiver::start().await;
+    let (proxy, server) = counting_server_through_proxy().await;
+    server.subscribe("acme", &rx.url("ok"), &["*"]).await;
+    let count = proxy.hold_when(&COUNT_OF_ONE);
+    let take_offs = proxy.watch(&TAKE_OFF);
+    // The publish answers once its fan-out has queued and counted: it
+    // waits with the count, beside the rest.
+    let publish = publish_with_id(&server, "acme", "evt_early");
+    let meanwhile = async {
+        // The delivery ends, and is taken off, while its count's call
+        // waits.
+        assert!(eventually(WAIT, || rx.count("ok") == 1).await);
+        assert!(eventually(WAIT, || take_offs.answered() >= 1).await);
+        assert_eq!(count.matched(), 1, "the count's call was held meanwhile");
+        assert_eq!(count.answered(), 0);
+        let (_, doc) = server.call("GET", "/status", None).await;
+        assert_eq!(
+            doc["backlog"]["tenants"],
+            json!([]),
+            "below zero reads as none: {doc}"
+        );
+        count.lift();
+    };
+    assert_eq!(tokio::join!(publish, meanwhile).0, 202);
+    assert!(eventually(WAIT, || count.answered() == 1).await);
+    // Once the count lands the minute is at zero and gone; removed below
+    // zero instead, the count would have come back as one pending for good.
+    for _ in 0..3 {
+        let (_, doc) = server.call("GET", "/status", None).await;
+        assert_eq!(doc["backlog"]["tenants"], json!([]), "{doc}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn take_offs_that_fail_are_written_with_the_next_batchs() {
+    let rx = Receiver::start().await;
+    let (proxy, server) = counting_server_through_proxy().await;
+    server.subscribe("acme", &rx.url("ok"), &["*"]).await;
+    let failing = proxy.fail_when(&TAKE_OFF);
+    for n in 0..3 {
+        let id = format!("evt_kept_{n}");
+        assert_eq!(publish_with_id(&server, "acme", &id).await, 202);
+    }
+    assert!(eventually(WAIT, || rx.count("ok") == 3).await);
+    // Every end's take-off failed (the SDK's own retries included): still
+    // counted.
+    assert!(eventually(WAIT, || failing.matched() >= 1).await);
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(tenant_pending(&server, "acme").await, Some(3));
+    failing.lift();
+    // The next batch's end writes its own take-off and the three kept.
+    assert_eq!(publish_with_id(&server, "acme", "evt_next").await, 202);
+    assert!(eventually(WAIT, || rx.count("ok") == 4).await);
+    assert_eq!(
+        pending_reaches(&server, "acme", 0, WAIT).await,
+        Some(0),
+        "the failed take-offs were written after all"
+    );
+    let (_, doc) = server.call("GET", "/status", None).await;
+    assert_eq!(doc["backlog"]["tenants"], json!([]), "{doc}");
 }
