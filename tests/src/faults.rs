@@ -12,8 +12,10 @@
 //!
 //! Beside whole calls, it can fail a share of a batch call's entries
 //! (`set_entry_rate`: see [`entries`]), throttle every call for as long as
-//! a test says (`throttle_all`), answer slowly (`set_delay`), and fail or
-//! hold the calls whose bodies hold given text ([`targeted`]).
+//! a test says (`throttle_all`), answer slowly (`set_delay`), and fail,
+//! hold or watch the calls whose bodies hold given text ([`targeted`]:
+//! applied after the seeded faults and delay, to the calls those let
+//! through).
 //!
 //! Which call gets a fault is drawn from a seeded sequence; the seed is
 //! printed, and `HOOKLANE_TEST_SEED` sets it to replay a run.

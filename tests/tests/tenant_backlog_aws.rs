@@ -20,6 +20,7 @@
 
 use std::time::Duration;
 
+use aws_sdk_dynamodb::types::AttributeValue;
 use hooklane_tests::faults::FaultProxy;
 use hooklane_tests::{aws, eventually, test_env, Backend, Receiver, Reply, Server};
 use serde_json::{json, Value};
@@ -191,19 +192,39 @@ async fn a_deleted_subscriptions_spilled_deliveries_come_off_its_tenants_count()
 const COUNT_OF_ONE: [&str; 2] = [r##""#d":"deliveries""##, r#"":n":{"N":"1"}"#];
 const TAKE_OFF: [&str; 2] = [r##""#d":"deliveries""##, r#"":n":{"N":"-"#];
 
-/// A counting server whose SDK calls go through a fault proxy.
-async fn counting_server_through_proxy() -> (FaultProxy, Server) {
+/// A counting server whose SDK calls go through a fault proxy; its table.
+async fn counting_server_through_proxy() -> (FaultProxy, Server, String) {
     let env = test_env(&[("HOOKLANE_TENANT_BACKLOG", "true")]);
     let settings = aws::fresh_resources(60).await;
+    let table = settings.table.clone();
     let proxy = FaultProxy::start(&aws::endpoint()).await;
     let server = Server::start_aws_with(env, aws::sdk_at(&proxy.endpoint).await, settings).await;
-    (proxy, server)
+    (proxy, server, table)
+}
+
+/// The `deliveries` of a tenant's count items, read from the table
+/// directly (not through the proxy).
+async fn count_items(table: &str, tenant: &str) -> Vec<i64> {
+    let ddb = aws_sdk_dynamodb::Client::new(&aws::sdk().await);
+    let out = ddb
+        .scan()
+        .table_name(table)
+        .filter_expression("begins_with(pk, :n) AND begins_with(sk, :t)")
+        .expression_attribute_values(":n", AttributeValue::S("N#".into()))
+        .expression_attribute_values(":t", AttributeValue::S(format!("{tenant}#")))
+        .send()
+        .await
+        .expect("scanning the table");
+    out.items()
+        .iter()
+        .filter_map(|item| item.get("deliveries")?.as_n().ok()?.parse().ok())
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_take_off_written_before_its_count_leaves_nothing_once_the_count_lands() {
     let rx = Receiver::start().await;
-    let (proxy, server) = counting_server_through_proxy().await;
+    let (proxy, server, table) = counting_server_through_proxy().await;
     server.subscribe("acme", &rx.url("ok"), &["*"]).await;
     let count = proxy.hold_when(&COUNT_OF_ONE);
     let take_offs = proxy.watch(&TAKE_OFF);
@@ -211,24 +232,37 @@ async fn a_take_off_written_before_its_count_leaves_nothing_once_the_count_lands
     // waits with the count, beside the rest.
     let publish = publish_with_id(&server, "acme", "evt_early");
     let meanwhile = async {
+        assert!(
+            eventually(WAIT, || count.matched() == 1).await,
+            "the count's call is held"
+        );
         // The delivery ends, and is taken off, while its count's call
-        // waits.
+        // waits: the minute's item is below zero, and reads as none.
         assert!(eventually(WAIT, || rx.count("ok") == 1).await);
         assert!(eventually(WAIT, || take_offs.answered() >= 1).await);
-        assert_eq!(count.matched(), 1, "the count's call was held meanwhile");
         assert_eq!(count.answered(), 0);
+        assert_eq!(count_items(&table, "acme").await, vec![-1]);
         let (_, doc) = server.call("GET", "/status", None).await;
-        assert_eq!(
-            doc["backlog"]["tenants"],
-            json!([]),
-            "below zero reads as none: {doc}"
-        );
+        assert_eq!(doc["backlog"]["tenants"], json!([]), "{doc}");
         count.lift();
     };
     assert_eq!(tokio::join!(publish, meanwhile).0, 202);
     assert!(eventually(WAIT, || count.answered() == 1).await);
-    // Once the count lands the minute is at zero and gone; removed below
-    // zero instead, the count would have come back as one pending for good.
+    // The count lands: the minute is at zero and its item gone (removed
+    // below zero instead, the count would have come back as one pending).
+    let mut left = count_items(&table, "acme").await;
+    for _ in 0..100 {
+        if left.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        left = count_items(&table, "acme").await;
+    }
+    assert_eq!(
+        left,
+        Vec::<i64>::new(),
+        "the minute's item is removed at zero"
+    );
     for _ in 0..3 {
         let (_, doc) = server.call("GET", "/status", None).await;
         assert_eq!(doc["backlog"]["tenants"], json!([]), "{doc}");
@@ -239,7 +273,7 @@ async fn a_take_off_written_before_its_count_leaves_nothing_once_the_count_lands
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn take_offs_that_fail_are_written_with_the_next_batchs() {
     let rx = Receiver::start().await;
-    let (proxy, server) = counting_server_through_proxy().await;
+    let (proxy, server, _) = counting_server_through_proxy().await;
     server.subscribe("acme", &rx.url("ok"), &["*"]).await;
     let failing = proxy.fail_when(&TAKE_OFF);
     for n in 0..3 {
@@ -247,8 +281,8 @@ async fn take_offs_that_fail_are_written_with_the_next_batchs() {
         assert_eq!(publish_with_id(&server, "acme", &id).await, 202);
     }
     assert!(eventually(WAIT, || rx.count("ok") == 3).await);
-    // Every end's take-off failed (the SDK's own retries included): still
-    // counted.
+    // Every end's take-off fails (the SDK's own retries included) while
+    // the rule stands: the three stay counted.
     assert!(eventually(WAIT, || failing.matched() >= 1).await);
     tokio::time::sleep(Duration::from_secs(5)).await;
     assert_eq!(tenant_pending(&server, "acme").await, Some(3));

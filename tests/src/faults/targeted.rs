@@ -1,5 +1,5 @@
-//! Faults aimed at one kind of call: every call whose body holds all of a
-//! rule's needles fails (`FaultProxy::fail_when`), waits until the test
+//! Faults aimed at one kind of call: every call whose body holds all of
+//! a rule's needles fails (`FaultProxy::fail_when`), waits until the test
 //! lets it through (`FaultProxy::hold_when`), or is only counted
 //! (`FaultProxy::watch`), for as long as the rule stands. Where the seeded draws of the proxy test what any call may
 //! meet, these put one call's failure, or one call's lateness, exactly
@@ -37,7 +37,8 @@ impl Rule {
         self.matched.load(Ordering::SeqCst)
     }
 
-    /// Matched calls forwarded and answered so far.
+    /// Matched calls forwarded and answered so far, whatever the answer
+    /// (not those a later `fail_when` rule failed).
     pub fn answered(&self) -> u64 {
         self.answered.load(Ordering::SeqCst)
     }
@@ -61,9 +62,7 @@ impl Rules {
             matched: AtomicU64::new(0),
             answered: AtomicU64::new(0),
         });
-        if let Ok(mut rules) = self.0.lock() {
-            rules.push(rule.clone());
-        }
+        self.0.lock().expect("the rules").push(rule.clone());
         rule
     }
 
