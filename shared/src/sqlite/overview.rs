@@ -12,22 +12,31 @@ use crate::domain::{
 };
 use crate::ports::StoreResult;
 
+/// Parked deliveries per tenant, most first: a scan of the partial index
+/// of parked rows.
+pub(super) const PARKED: &str =
+    "SELECT tenant, COUNT(*) AS n FROM deliveries WHERE state = 'parked' \
+     GROUP BY tenant ORDER BY n DESC, tenant LIMIT ?1";
+
+/// Pending deliveries per tenant and when the oldest was queued: a scan
+/// of the partial index of pending rows.
+pub(super) const BACKLOG: &str =
+    "SELECT p.tenant, p.n, COALESCE(d.enqueued_at, d.updated_at) FROM \
+     (SELECT tenant, COUNT(*) AS n, MIN(seq) AS first FROM deliveries \
+      WHERE state = 'pending' GROUP BY tenant) p \
+     JOIN deliveries d ON d.seq = p.first";
+
 /// Pending deliveries per tenant, with when the oldest was queued.
 fn backlog(conn: &Connection) -> rusqlite::Result<Vec<TenantBacklog>> {
-    conn.prepare_cached(
-        "SELECT p.tenant, p.n, COALESCE(d.enqueued_at, d.updated_at) FROM \
-         (SELECT tenant, COUNT(*) AS n, MIN(seq) AS first FROM deliveries \
-          WHERE state = 'pending' GROUP BY tenant) p \
-         JOIN deliveries d ON d.seq = p.first",
-    )?
-    .query_map([], |r| {
-        Ok(TenantBacklog {
-            tenant: tenant_at(r, 0)?,
-            pending: r.get::<_, i64>(1)? as u64,
-            oldest: r.get::<_, Option<i64>>(2)?.map(from_ms),
-        })
-    })?
-    .collect()
+    conn.prepare_cached(BACKLOG)?
+        .query_map([], |r| {
+            Ok(TenantBacklog {
+                tenant: tenant_at(r, 0)?,
+                pending: r.get::<_, i64>(1)? as u64,
+                oldest: r.get::<_, Option<i64>>(2)?.map(from_ms),
+            })
+        })?
+        .collect()
 }
 
 /// Suspended subscriptions, the longest suspended first, and how many.
@@ -60,14 +69,11 @@ fn suspended(conn: &Connection) -> rusqlite::Result<(Vec<SuspendedSubscription>,
 /// Parked deliveries per tenant, the [`PARKED_LISTED`] tenants with the
 /// most.
 fn parked(conn: &Connection) -> rusqlite::Result<Vec<(TenantId, u64)>> {
-    conn.prepare_cached(
-        "SELECT tenant, COUNT(*) AS n FROM deliveries WHERE state = 'parked' \
-         GROUP BY tenant ORDER BY n DESC, tenant LIMIT ?1",
-    )?
-    .query_map(params![PARKED_LISTED as i64], |r| {
-        Ok((tenant_at(r, 0)?, r.get::<_, i64>(1)? as u64))
-    })?
-    .collect()
+    conn.prepare_cached(PARKED)?
+        .query_map(params![PARKED_LISTED as i64], |r| {
+            Ok((tenant_at(r, 0)?, r.get::<_, i64>(1)? as u64))
+        })?
+        .collect()
 }
 
 impl SqliteStore {

@@ -12,6 +12,14 @@ use crate::domain::{
 };
 use crate::ports::{DeadLetters, DeliveryViews, StoreResult};
 
+/// A tenant's parked deliveries after a key, in park order, of one
+/// subscription or all: read from the partial index of parked rows.
+pub(super) const DEAD_LETTERS: &str =
+    "SELECT seq, subscription_id, event_id, event_type, attempts, last_status, reason, \
+     first_attempt_at, parked_at FROM deliveries \
+     WHERE tenant = ?1 AND state = 'parked' AND seq > ?2 \
+     AND (?3 IS NULL OR subscription_id = ?3) ORDER BY seq LIMIT ?4";
+
 fn dead_letter_row(r: &Row<'_>) -> rusqlite::Result<(i64, DeadLetter)> {
     Ok((
         r.get(0)?,
@@ -55,17 +63,12 @@ impl DeadLetters for SqliteStore {
         let tenant = tenant.clone();
         let sub = subscription.map(|s| s.as_str().to_owned());
         self.read(move |conn| {
-            conn.prepare_cached(
-                "SELECT seq, subscription_id, event_id, event_type, attempts, last_status, reason, \
-                 first_attempt_at, parked_at FROM deliveries \
-                 WHERE tenant = ?1 AND state = 'parked' AND seq > ?2 \
-                 AND (?3 IS NULL OR subscription_id = ?3) ORDER BY seq LIMIT ?4",
-            )?
-            .query_map(
-                params![tenant.as_str(), after.unwrap_or(0), sub, limit as i64],
-                |r| Ok((r.get::<_, i64>(0)?, dead_letter_row(r))),
-            )
-            .and_then(|rows| readable("parked delivery", rows))
+            conn.prepare_cached(DEAD_LETTERS)?
+                .query_map(
+                    params![tenant.as_str(), after.unwrap_or(0), sub, limit as i64],
+                    |r| Ok((r.get::<_, i64>(0)?, dead_letter_row(r))),
+                )
+                .and_then(|rows| readable("parked delivery", rows))
         })
         .await
     }

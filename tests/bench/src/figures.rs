@@ -270,11 +270,24 @@ pub(crate) async fn latencies_at(
         .collect())
 }
 
+/// What a drain run measured.
+pub struct Drain {
+    /// Deliveries per second from the receiver's return to the last
+    /// arrival (counts each lane's wait for its next retry).
+    pub from_up: f64,
+    /// Deliveries per second from the first arrival to the last.
+    pub steady: f64,
+    /// CPU of `serve` per delivery from the receiver's return to the last
+    /// arrival, in milliseconds: the drain's cost, whatever the machine's
+    /// other load does to its rate.
+    pub cpu_ms: f64,
+}
+
 /// Figure 3b: deliveries per second while a backlog of `backlog` queued
 /// deliveries over 100 subscriptions empties once the receiver is back.
-pub async fn drain(bin: &str, backlog: u64) -> anyhow::Result<(f64, f64)> {
+pub async fn drain(bin: &str, backlog: u64) -> anyhow::Result<Drain> {
     let schedule = vec!["1s"; 30].join(",");
-    let (addr, seen, _serve, api) = setup(
+    let (addr, seen, serve, api) = setup(
         bin,
         &[
             ("HOOKLANE_RETRY_SCHEDULE", &format!("0s,{schedule}")),
@@ -291,6 +304,7 @@ pub async fn drain(bin: &str, backlog: u64) -> anyhow::Result<(f64, f64)> {
         .lock()
         .map_err(|_| anyhow::anyhow!("lock"))?
         .clear();
+    let cpu0 = serve.cpu_seconds();
     let up = Instant::now();
     seen.down.store(false, Ordering::Relaxed);
     let done = until(Duration::from_secs(600), || {
@@ -298,12 +312,15 @@ pub async fn drain(bin: &str, backlog: u64) -> anyhow::Result<(f64, f64)> {
     })
     .await;
     anyhow::ensure!(done, "the backlog did not drain");
+    let cpu_ms = (serve.cpu_seconds() - cpu0) * 1000.0 / backlog as f64;
     let times = arrival_times(&seen)?;
     let first = times.iter().min().copied().unwrap_or(up);
     let last = times.iter().max().copied().unwrap_or(up);
-    let overall = backlog as f64 / (last - up).as_secs_f64();
-    let steady = (backlog - 1) as f64 / (last - first).as_secs_f64().max(1e-9);
-    Ok((overall, steady))
+    Ok(Drain {
+        from_up: backlog as f64 / (last - up).as_secs_f64(),
+        steady: (backlog - 1) as f64 / (last - first).as_secs_f64().max(1e-9),
+        cpu_ms,
+    })
 }
 
 async fn wait_metric(api: &Api, name: &str, want: u64) -> bool {

@@ -282,16 +282,22 @@ async fn main() -> anyhow::Result<()> {
             );
         }
         Figure::Drain { backlog, runs } => {
-            let (mut overall, mut steady) = repeat2(runs, || async move {
-                let (o, s) = figures::drain(bin, backlog).await?;
-                println!("  run {backlog} deliveries   {o:.0}/s from receiver-up   {s:.0}/s first to last arrival");
-                Ok((o, s))
-            })
-            .await?;
+            let (mut overall, mut steady, mut cpu) = (Vec::new(), Vec::new(), Vec::new());
+            for _ in 0..runs.max(1) {
+                let d = figures::drain(bin, backlog).await?;
+                println!(
+                    "  run {backlog} deliveries   {:.0}/s from receiver-up   {:.0}/s first to last arrival   {:.3} ms CPU per delivery",
+                    d.from_up, d.steady, d.cpu_ms
+                );
+                overall.push(d.from_up);
+                steady.push(d.steady);
+                cpu.push(d.cpu_ms);
+            }
             println!(
-                "drain {backlog} deliveries   {} /s first to last arrival   {} /s from receiver-up   (runs={})",
+                "drain {backlog} deliveries   {} /s first to last arrival   {} /s from receiver-up   {} ms CPU per delivery (server)   (runs={})",
                 summary(&mut steady, 0),
                 summary(&mut overall, 0),
+                summary(&mut cpu, 3),
                 steady.len()
             );
         }

@@ -266,7 +266,7 @@ async fn run_once(bin: &str, s: &Sizes, want: &Wanted<'_>, out: &mut [Vec<Result
         out[4].push(
             figures::drain(bin, s.backlog)
                 .await
-                .map(|(_, steady)| steady)
+                .map(|d| d.steady)
                 .map_err(err),
         );
     }
