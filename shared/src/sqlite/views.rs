@@ -1,5 +1,5 @@
 //! Dead letters and delivery views over SQLite: parked rows listed in
-//! park order and replayed to the end of their lanes; each delivery's
+//! queue order (`seq`) and replayed to the end of their lanes; each delivery's
 //! record for `GET /events/{id}`.
 
 use async_trait::async_trait;
@@ -12,7 +12,7 @@ use crate::domain::{
 };
 use crate::ports::{DeadLetters, DeliveryViews, StoreResult};
 
-/// A tenant's parked deliveries after a key, in park order, of one
+/// A tenant's parked deliveries after a key, in queue order (`seq`), of one
 /// subscription or all: read from the partial index of parked rows.
 pub(super) const DEAD_LETTERS: &str =
     "SELECT seq, subscription_id, event_id, event_type, attempts, last_status, reason, \

@@ -57,7 +57,8 @@ enum Figure {
         #[arg(long, default_value_t = 3)]
         runs: usize,
     },
-    /// 3b: drain rate of a backlog queued while the receiver was down.
+    /// 3b: drain rate of a backlog queued while the receiver was down, and
+    /// the server's CPU per delivery while it drains.
     Drain {
         #[arg(long, default_value_t = 10_000)]
         backlog: u64,
@@ -286,7 +287,7 @@ async fn main() -> anyhow::Result<()> {
             for _ in 0..runs.max(1) {
                 let d = figures::drain(bin, backlog).await?;
                 println!(
-                    "  run {backlog} deliveries   {:.0}/s from receiver-up   {:.0}/s first to last arrival   {:.3} ms CPU per delivery",
+                    "  run {backlog} deliveries   {:.0}/s from receiver-up   {:.0}/s first to last arrival   {:.3} ms CPU per delivery (server)",
                     d.from_up, d.steady, d.cpu_ms
                 );
                 overall.push(d.from_up);
