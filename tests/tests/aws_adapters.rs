@@ -230,12 +230,13 @@ async fn publish_to(ctx: &Deliver, subs: &[(SubscriptionId, TenantId)]) -> Event
     let tenant = subs[0].1.clone();
     let event = an_event(&tenant);
     ctx.store.archive().accept(event.clone()).await.unwrap();
+    let carried = std::sync::Arc::new(event.clone());
     let batch: Vec<NewDelivery> = subs
         .iter()
         .map(|(s, t)| NewDelivery {
             tenant: t.clone(),
             subscription_id: s.clone(),
-            event: Some(event.clone()),
+            event: Some(carried.clone()),
             ..NewDelivery::to(
                 &hooklane_core::contract::subscription(t, &["*"]),
                 &event.id,

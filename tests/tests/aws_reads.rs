@@ -89,7 +89,7 @@ async fn one_queued_delivery(
     };
     store.archive().accept(event.clone()).await.unwrap();
     store
-        .enqueue(&[NewDelivery::of(&event, &sub)])
+        .enqueue(&[NewDelivery::of(&std::sync::Arc::new(event.clone()), &sub)])
         .await
         .unwrap();
     let ctx = Deliver {

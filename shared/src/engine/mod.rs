@@ -62,11 +62,15 @@ fn deliveries_of(event: &Event, page: &[Subscription]) -> Vec<NewDelivery> {
     // The page matched the event's type; the content filters decide the
     // rest, each on the one document of the event, read on first need.
     let mut doc = None;
-    page.iter()
-        .filter(|s| s.created_at <= event.created_at + CLOCK_ALLOWANCE)
-        .filter(|s| s.passes_filter(event, &mut doc))
-        .map(|s| NewDelivery::of(event, s))
-        .collect()
+    let shared = Arc::new(event.clone());
+    let mut out = Vec::with_capacity(page.len());
+    out.extend(
+        page.iter()
+            .filter(|s| s.created_at <= event.created_at + CLOCK_ALLOWANCE)
+            .filter(|s| s.passes_filter(event, &mut doc))
+            .map(|s| NewDelivery::of(&shared, s)),
+    );
+    out
 }
 
 /// What one call to [`Engine::deliver`] came to.
@@ -364,7 +368,7 @@ impl Engine {
         let sub = self.ports.subscriptions.get(&event.tenant, to).await?;
         Ok(sub
             .filter(|s| s.status == SubscriptionStatus::Active)
-            .map(|s| NewDelivery::of(event, &s)))
+            .map(|s| NewDelivery::of(&Arc::new(event.clone()), &s)))
     }
 
     /// Enqueues a batch of deliveries, wakes their lanes, counts them.

@@ -4,6 +4,8 @@
 //! [`super::records`]). Each adapter implements all of them over one
 //! store.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use time::OffsetDateTime;
 
@@ -186,8 +188,9 @@ pub struct NewDelivery {
     /// The event's type.
     pub event_type: EventType,
     /// The event itself, when at hand: a queue that can carry it with the
-    /// delivery (the AWS one) saves the delivery an archive read.
-    pub event: Option<Event>,
+    /// delivery (the AWS one) saves the delivery an archive read. Shared by
+    /// every delivery of one fan-out: a page of them holds one copy.
+    pub event: Option<Arc<Event>>,
     /// Its lane among the subscription's lanes (G5).
     pub lane: u16,
     /// How many lanes the subscription had when it was queued.
@@ -202,9 +205,9 @@ pub struct NewDelivery {
 
 impl NewDelivery {
     /// The delivery of `event` to `sub`.
-    pub fn of(event: &Event, sub: &Subscription) -> Self {
+    pub fn of(event: &Arc<Event>, sub: &Subscription) -> Self {
         Self {
-            event: Some(event.clone()),
+            event: Some(Arc::clone(event)),
             ..Self::to(
                 sub,
                 &event.id,

@@ -333,10 +333,23 @@ async fn wait_metric(api: &Api, name: &str, want: u64) -> bool {
     false
 }
 
+/// What a fan-out run measured.
+pub struct FanOut {
+    /// Seconds from the publish until every delivery is enqueued.
+    pub enqueued: f64,
+    /// Seconds from the publish until every delivery has arrived.
+    pub arrived: f64,
+    /// CPU of `serve` per delivery from the publish to the last arrival,
+    /// in milliseconds: the fan-out's and the deliveries' cost together
+    /// (they overlap on the machine's cores), whatever the machine's other
+    /// load does to the times.
+    pub cpu_ms: f64,
+}
+
 /// Figure 4: one event to `subs` subscriptions: seconds until every
 /// delivery is enqueued, and until every one has arrived.
-pub async fn fan_out(bin: &str, subs: usize, filtered: bool) -> anyhow::Result<(f64, f64)> {
-    let (addr, seen, _serve, api) = setup(bin, &[]).await?;
+pub async fn fan_out(bin: &str, subs: usize, filtered: bool) -> anyhow::Result<FanOut> {
+    let (addr, seen, serve, api) = setup(bin, &[]).await?;
     // With `filtered`, each subscription has a content filter on the
     // event's data that the event passes: every delivery is still made,
     // after one filter each.
@@ -350,6 +363,7 @@ pub async fn fan_out(bin: &str, subs: usize, filtered: bool) -> anyhow::Result<(
         body
     })
     .await?;
+    let cpu0 = serve.cpu_seconds();
     let start = Instant::now();
     api.publish("fan-1", "fan.out", &kib_payload()).await?;
     anyhow::ensure!(
@@ -366,7 +380,11 @@ pub async fn fan_out(bin: &str, subs: usize, filtered: bool) -> anyhow::Result<(
         "only {} arrived",
         seen.delivered.load(Ordering::Relaxed)
     );
-    Ok((enqueued, start.elapsed().as_secs_f64()))
+    Ok(FanOut {
+        enqueued,
+        arrived: start.elapsed().as_secs_f64(),
+        cpu_ms: (serve.cpu_seconds() - cpu0) * 1000.0 / subs as f64,
+    })
 }
 
 /// Figure 7: peak RSS of `serve` sampled along `total` deliveries at full

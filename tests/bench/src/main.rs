@@ -307,17 +307,23 @@ async fn main() -> anyhow::Result<()> {
             filtered,
             runs,
         } => {
-            let (mut enq, mut all) = repeat2(runs, || async move {
-                let (e, a) = figures::fan_out(bin, subs, filtered).await?;
-                println!("  run to {subs}   enqueued in {e:.3} s   all arrived in {a:.3} s");
-                Ok((e, a))
-            })
-            .await?;
+            let (mut enq, mut all, mut cpu) = (Vec::new(), Vec::new(), Vec::new());
+            for _ in 0..runs.max(1) {
+                let f = figures::fan_out(bin, subs, filtered).await?;
+                println!(
+                    "  run to {subs}   enqueued in {:.3} s   all arrived in {:.3} s   {:.3} ms CPU per delivery (server)",
+                    f.enqueued, f.arrived, f.cpu_ms
+                );
+                enq.push(f.enqueued);
+                all.push(f.arrived);
+                cpu.push(f.cpu_ms);
+            }
             let filtered = if filtered { " (filtered)" } else { "" };
             println!(
-                "fan-out to {subs}{filtered}   enqueued in {} s   all arrived in {} s   (runs={})",
+                "fan-out to {subs}{filtered}   enqueued in {} s   all arrived in {} s   {} ms CPU per delivery (server)   (runs={})",
                 summary(&mut enq, 3),
                 summary(&mut all, 3),
+                summary(&mut cpu, 3),
                 enq.len()
             );
         }

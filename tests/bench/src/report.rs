@@ -274,7 +274,7 @@ async fn run_once(bin: &str, s: &Sizes, want: &Wanted<'_>, out: &mut [Vec<Result
         out[5].push(
             figures::fan_out(bin, s.fan_out, false)
                 .await
-                .map(|(enq, _)| enq)
+                .map(|f| f.enqueued)
                 .map_err(err),
         );
     }

@@ -29,7 +29,7 @@ pub(super) fn message_of(d: &NewDelivery, stamped: bool) -> DeliveryMessage {
         d.event_id.as_str(),
         d.event_type.as_str(),
     );
-    m.event = d.event.as_ref().and_then(CarriedEvent::of);
+    m.event = d.event.as_deref().and_then(CarriedEvent::of);
     m.lane_no = (d.lanes.get() > 1).then_some(d.lane);
     m.ordering_key = d.ordering_key.as_ref().map(|k| k.as_str().to_owned());
     m.queued_at = stamped.then(|| {
