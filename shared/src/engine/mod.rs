@@ -60,15 +60,16 @@ const INLINE_DELIVERIES: usize = 2_000;
 /// fan-out run again for a duplicate publish).
 fn deliveries_of(event: &Event, page: &[Subscription]) -> Vec<NewDelivery> {
     // The page matched the event's type; the content filters decide the
-    // rest, each on the one document of the event, read on first need.
+    // rest, each on the one document of the event, read on first need. The
+    // page's deliveries share one copy of the event, made for the first.
     let mut doc = None;
-    let shared = Arc::new(event.clone());
+    let mut shared: Option<Arc<Event>> = None;
     let mut out = Vec::with_capacity(page.len());
     out.extend(
         page.iter()
             .filter(|s| s.created_at <= event.created_at + CLOCK_ALLOWANCE)
             .filter(|s| s.passes_filter(event, &mut doc))
-            .map(|s| NewDelivery::of(&shared, s)),
+            .map(|s| NewDelivery::of(shared.get_or_insert_with(|| Arc::new(event.clone())), s)),
     );
     out
 }

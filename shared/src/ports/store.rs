@@ -189,7 +189,7 @@ pub struct NewDelivery {
     pub event_type: EventType,
     /// The event itself, when at hand: a queue that can carry it with the
     /// delivery (the AWS one) saves the delivery an archive read. Shared by
-    /// every delivery of one fan-out: a page of them holds one copy.
+    /// the deliveries of one fan-out page: a page holds one copy.
     pub event: Option<Arc<Event>>,
     /// Its lane among the subscription's lanes (G5).
     pub lane: u16,

@@ -341,13 +341,15 @@ pub struct FanOut {
     pub arrived: f64,
     /// CPU of `serve` per delivery from the publish to the last arrival,
     /// in milliseconds: the fan-out's and the deliveries' cost together
-    /// (they overlap on the machine's cores), whatever the machine's other
-    /// load does to the times.
+    /// (they overlap on the machine's cores), with the answers to this
+    /// benchmark's `/metrics` polls (every 5 ms until enqueued), whatever
+    /// the machine's other load does to the times.
     pub cpu_ms: f64,
 }
 
 /// Figure 4: one event to `subs` subscriptions: seconds until every
-/// delivery is enqueued, and until every one has arrived.
+/// delivery is enqueued and until every one has arrived, and the server's
+/// CPU per delivery ([`FanOut`]).
 pub async fn fan_out(bin: &str, subs: usize, filtered: bool) -> anyhow::Result<FanOut> {
     let (addr, seen, serve, api) = setup(bin, &[]).await?;
     // With `filtered`, each subscription has a content filter on the

@@ -6,7 +6,11 @@
 //! commit, the CPU model, the cores and the build profile. With
 //! `--baseline BIN`, each figure runs for that binary too, in turn with
 //! this one (run 1 of both, then run 2 of both, ...), and the table shows
-//! both and their ratio. `--quick` runs every figure on a small workload
+//! both and their ratio. The two go first in alternate runs, and a
+//! baseline doubles the default to four runs: a build's figures move with
+//! what ran just before them (figure 3's p99 favoured whichever build went
+//! second, by 1.2 to 1.6, when one build always went first), so each
+//! build has two runs in each place. `--quick` runs every figure on a small workload
 //! (a smoke check, not a figure to record).
 
 use std::fmt::Write as _;
@@ -24,7 +28,8 @@ pub struct Args {
     /// Another `hooklane` binary to run every figure against, in turn.
     #[arg(long)]
     baseline: Option<String>,
-    /// Runs of each figure (default: 3, or 1 with `--quick`).
+    /// Runs of each figure (default: 3, 4 with `--baseline`, 1 with
+    /// `--quick`).
     #[arg(long)]
     runs: Option<usize>,
     /// Also write the table to this file.
@@ -323,11 +328,19 @@ async fn run_once(bin: &str, s: &Sizes, want: &Wanted<'_>, out: &mut [Vec<Result
     }
 }
 
-/// Runs every figure (`runs` times, for each binary in turn) and prints
+/// Runs every figure (`runs` times, for each binary in turn, alternating
+/// which goes first) and prints
 /// the table; fails when a figure of this build failed.
 pub async fn run(bin: &str, args: Args) -> anyhow::Result<()> {
     let sizes = if args.quick { &QUICK } else { &FULL };
-    let runs = args.runs.unwrap_or(if args.quick { 1 } else { 3 }).max(1);
+    let runs = args
+        .runs
+        .unwrap_or(match (args.quick, &args.baseline) {
+            (true, _) => 1,
+            (false, Some(_)) => 4,
+            (false, None) => 3,
+        })
+        .max(1);
     let bins: Vec<&str> = [bin].into_iter().chain(args.baseline.as_deref()).collect();
     let rows = rows(sizes);
     if let Some(unknown) = args
@@ -348,7 +361,13 @@ pub async fn run(bin: &str, args: Args) -> anyhow::Result<()> {
             only: &only,
             first_run: r == 0,
         };
-        for (b, name) in bins.iter().enumerate() {
+        // Alternate runs start with the other build.
+        let mut order: Vec<usize> = (0..bins.len()).collect();
+        if r % 2 == 1 {
+            order.reverse();
+        }
+        for b in order {
+            let name = bins[b];
             eprintln!("report: run {} of {runs}, {name}", r + 1);
             run_once(name, sizes, &want, &mut values[b]).await;
         }
