@@ -267,12 +267,12 @@ async fn main() -> anyhow::Result<()> {
             }
         }
         Figure::Latency { rate, secs, runs } => {
-            let (mut p50s, mut p99s) = repeat2(runs, || async move {
+            let [mut p50s, mut p99s] = repeat(runs, || async move {
                 let mut s = figures::latency(bin, rate, secs).await?;
                 let (p50, _, _) = rig::spread(&mut s);
                 let p99 = rig::quantile(&s, 0.99);
                 println!("  run at {rate:.0}/s   p50 {p50:.2} ms   p99 {p99:.2} ms   max {:.2} ms   (n={})", s[s.len() - 1], s.len());
-                Ok((p50, p99))
+                Ok([p50, p99])
             })
             .await?;
             println!(
@@ -283,17 +283,15 @@ async fn main() -> anyhow::Result<()> {
             );
         }
         Figure::Drain { backlog, runs } => {
-            let (mut overall, mut steady, mut cpu) = (Vec::new(), Vec::new(), Vec::new());
-            for _ in 0..runs.max(1) {
+            let [mut overall, mut steady, mut cpu] = repeat(runs, || async move {
                 let d = figures::drain(bin, backlog).await?;
                 println!(
                     "  run {backlog} deliveries   {:.0}/s from receiver-up   {:.0}/s first to last arrival   {:.3} ms CPU per delivery (server)",
                     d.from_up, d.steady, d.cpu_ms
                 );
-                overall.push(d.from_up);
-                steady.push(d.steady);
-                cpu.push(d.cpu_ms);
-            }
+                Ok([d.from_up, d.steady, d.cpu_ms])
+            })
+            .await?;
             println!(
                 "drain {backlog} deliveries   {} /s first to last arrival   {} /s from receiver-up   {} ms CPU per delivery (server)   (runs={})",
                 summary(&mut steady, 0),
@@ -307,17 +305,15 @@ async fn main() -> anyhow::Result<()> {
             filtered,
             runs,
         } => {
-            let (mut enq, mut all, mut cpu) = (Vec::new(), Vec::new(), Vec::new());
-            for _ in 0..runs.max(1) {
+            let [mut enq, mut all, mut cpu] = repeat(runs, || async move {
                 let f = figures::fan_out(bin, subs, filtered).await?;
                 println!(
                     "  run to {subs}   enqueued in {:.3} s   all arrived in {:.3} s   {:.3} ms CPU per delivery (server)",
                     f.enqueued, f.arrived, f.cpu_ms
                 );
-                enq.push(f.enqueued);
-                all.push(f.arrived);
-                cpu.push(f.cpu_ms);
-            }
+                Ok([f.enqueued, f.arrived, f.cpu_ms])
+            })
+            .await?;
             let filtered = if filtered { " (filtered)" } else { "" };
             println!(
                 "fan-out to {subs}{filtered}   enqueued in {} s   all arrived in {} s   {} ms CPU per delivery (server)   (runs={})",
@@ -401,20 +397,20 @@ async fn publish_figure(
     Ok(())
 }
 
-/// Runs a figure `runs` times (at least once); the two values each run
-/// gave, as two series.
-async fn repeat2<F, Fut>(runs: usize, run: F) -> anyhow::Result<(Vec<f64>, Vec<f64>)>
+/// Runs a figure `runs` times (at least once); the `N` values each run
+/// gave, as `N` series.
+async fn repeat<const N: usize, F, Fut>(runs: usize, run: F) -> anyhow::Result<[Vec<f64>; N]>
 where
     F: Fn() -> Fut,
-    Fut: std::future::Future<Output = anyhow::Result<(f64, f64)>>,
+    Fut: std::future::Future<Output = anyhow::Result<[f64; N]>>,
 {
-    let (mut a, mut b) = (Vec::new(), Vec::new());
+    let mut series: [Vec<f64>; N] = std::array::from_fn(|_| Vec::new());
     for _ in 0..runs.max(1) {
-        let (x, y) = run().await?;
-        a.push(x);
-        b.push(y);
+        for (s, v) in series.iter_mut().zip(run().await?) {
+            s.push(v);
+        }
     }
-    Ok((a, b))
+    Ok(series)
 }
 
 /// "median M (min-max a-b)" with `digits` decimals.
