@@ -7,11 +7,12 @@
 //! `--baseline BIN`, each figure runs for that binary too, in turn with
 //! this one (run 1 of both, then run 2 of both, ...), and the table shows
 //! both and their ratio. The two go first in alternate runs, and a
-//! baseline doubles the default to four runs: a build's figures move with
-//! what ran just before them (figure 3's p99 favoured whichever build went
-//! second, by 1.2 to 1.6, when one build always went first), so each
-//! build has two runs in each place. `--quick` runs every figure on a small workload
-//! (a smoke check, not a figure to record).
+//! baseline raises the default from three to four runs: figure 3's p99
+//! favoured the build that went second in three of four reports (by 1.2
+//! to 1.6), for a reason not found, so with an even number of runs each
+//! build has as many runs in each place (figure 7 runs once, this build
+//! first). `--quick` runs every figure on a small workload (a smoke
+//! check, not a figure to record).
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -29,7 +30,7 @@ pub struct Args {
     #[arg(long)]
     baseline: Option<String>,
     /// Runs of each figure (default: 3, 4 with `--baseline`, 1 with
-    /// `--quick`).
+    /// `--quick` even with `--baseline`).
     #[arg(long)]
     runs: Option<usize>,
     /// Also write the table to this file.

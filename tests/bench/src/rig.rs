@@ -471,9 +471,14 @@ pub fn arrival_times(seen: &Seen) -> anyhow::Result<Vec<Instant>> {
         .collect())
 }
 
-/// Median, lowest and highest of samples (sorted in place).
+/// Median, lowest and highest of samples (sorted in place); of an even
+/// count (four runs), the median is the mean of the middle two.
 pub fn median_range(samples: &mut [f64]) -> (f64, f64, f64) {
-    let (median, _, _) = spread(samples);
+    let (mut median, _, _) = spread(samples);
+    let n = samples.len();
+    if n > 0 && n.is_multiple_of(2) {
+        median = (samples[n / 2 - 1] + samples[n / 2]) / 2.0;
+    }
     let lo = samples.first().copied().unwrap_or_default();
     let hi = samples.last().copied().unwrap_or_default();
     (median, lo, hi)
@@ -506,5 +511,15 @@ mod tests {
             assert!((1_000..=1_050).contains(&len), "event {n}: {len} bytes");
         }
         assert_ne!(super::invoice_payload(1), super::invoice_payload(2));
+    }
+
+    #[test]
+    fn the_median_of_an_even_count_is_the_mean_of_the_middle_two() {
+        assert_eq!(
+            super::median_range(&mut [4.0, 1.0, 3.0, 2.0]),
+            (2.5, 1.0, 4.0)
+        );
+        assert_eq!(super::median_range(&mut [3.0, 1.0, 2.0]), (2.0, 1.0, 3.0));
+        assert_eq!(super::median_range(&mut []), (0.0, 0.0, 0.0));
     }
 }
