@@ -330,8 +330,8 @@ async fn run_once(bin: &str, s: &Sizes, want: &Wanted<'_>, out: &mut [Vec<Result
 }
 
 /// Runs every figure (`runs` times, for each binary in turn, alternating
-/// which goes first) and prints
-/// the table; fails when a figure of this build failed.
+/// which goes first) and prints the table; fails when a figure of this
+/// build failed.
 pub async fn run(bin: &str, args: Args) -> anyhow::Result<()> {
     let sizes = if args.quick { &QUICK } else { &FULL };
     let runs = args
