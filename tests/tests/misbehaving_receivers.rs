@@ -168,8 +168,10 @@ async fn get(server: &Server, path: &str) -> Value {
 /// Whether `case` has ended as it must (its attempt log and status).
 async fn ended(server: &Server, case: &Case) -> (bool, Value, Value) {
     let base = format!("/v1/tenants/acme/subscriptions/{}", case.id);
-    let log = get(server, &format!("{base}/attempts")).await["items"].clone();
+    // The status first: an attempt is logged before the suspension it
+    // leads to, so a log read after a `suspended` status holds it.
     let shown = get(server, &base).await;
+    let log = get(server, &format!("{base}/attempts")).await["items"].clone();
     let items = log.as_array().cloned().unwrap_or_default();
     let count = |o: &str| items.iter().filter(|a| a["outcome"] == o).count();
     let done = match case.end {
