@@ -165,19 +165,24 @@ async fn get(server: &Server, path: &str) -> Value {
     body
 }
 
-/// Whether `case` has ended as it must (its attempt log and status).
+/// Whether `case` has ended as it must; its attempt log, and its status
+/// as read after the log.
 async fn ended(server: &Server, case: &Case) -> (bool, Value, Value) {
     let base = format!("/v1/tenants/acme/subscriptions/{}", case.id);
-    // The status first: an attempt is logged before the suspension it
-    // leads to, so a log read after a `suspended` status holds it.
-    let shown = get(server, &base).await;
+    // A status read before the log decides a suspension: an attempt is
+    // logged before the suspension it leads to (SQLite and the local AWS
+    // server read consistently), so a log read after `suspended` holds
+    // it. The status read after the log is the one checked: a wrong
+    // suspension after the last parked delivery shows there.
+    let before = get(server, &base).await;
     let log = get(server, &format!("{base}/attempts")).await["items"].clone();
+    let shown = get(server, &base).await;
     let items = log.as_array().cloned().unwrap_or_default();
     let count = |o: &str| items.iter().filter(|a| a["outcome"] == o).count();
     let done = match case.end {
         End::Delivered => count("delivered") >= 2,
         End::ParkedActive => count("parked") >= 2,
-        End::Suspended => shown["status"] == "suspended",
+        End::Suspended => before["status"] == "suspended",
     };
     (done, log, shown)
 }
