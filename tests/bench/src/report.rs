@@ -370,7 +370,25 @@ pub async fn run(bin: &str, args: Args) -> anyhow::Result<()> {
         for b in order {
             let name = bins[b];
             eprintln!("report: run {} of {runs}, {name}", r + 1);
+            let before: Vec<usize> = values[b].iter().map(Vec::len).collect();
             run_once(name, sizes, &want, &mut values[b]).await;
+            // This run's values, so that a figure can be read by which
+            // build went first.
+            let this: Vec<String> = rows
+                .iter()
+                .zip(&values[b])
+                .zip(before)
+                .filter(|((_, v), n)| v.len() > *n)
+                .map(|((row, v), _)| match v.last() {
+                    Some(Ok(x)) => format!("{} {}", row.figure, with_unit(row, *x)),
+                    _ => format!("{} failed", row.figure),
+                })
+                .collect();
+            eprintln!(
+                "report: run {} of {runs}, {name}: {}",
+                r + 1,
+                this.join(", ")
+            );
         }
     }
     let table = render(&bins, &rows, &values, args.quick);
@@ -383,6 +401,16 @@ pub async fn run(bin: &str, args: Args) -> anyhow::Result<()> {
     let failed = values[0].iter().flatten().filter(|v| v.is_err()).count();
     anyhow::ensure!(failed == 0, "{failed} figure run(s) failed (see the table)");
     Ok(())
+}
+
+/// One value of `row`, in its unit.
+fn with_unit(row: &Row, x: f64) -> String {
+    let d = row.digits;
+    match row.unit {
+        "$" => format!("${x:.d$}"),
+        "×" | "/s" => format!("{x:.d$}{}", row.unit),
+        unit => format!("{x:.d$} {unit}"),
+    }
 }
 
 /// "median (min–max)" of a row's runs, or why a run failed.
@@ -398,12 +426,7 @@ fn cell(runs: &[Result<f64, String>], row: &Row) -> (String, Option<f64>) {
         .filter_map(|v| v.as_ref().ok().copied())
         .collect();
     let (m, lo, hi) = median_range(&mut v);
-    let d = row.digits;
-    let with_unit = |x: f64| match row.unit {
-        "$" => format!("${x:.d$}"),
-        "×" | "/s" => format!("{x:.d$}{}", row.unit),
-        unit => format!("{x:.d$} {unit}"),
-    };
+    let with_unit = |x: f64| with_unit(row, x);
     let text = if v.len() > 1 {
         format!("{} ({}–{})", with_unit(m), with_unit(lo), with_unit(hi))
     } else {
