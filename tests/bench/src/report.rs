@@ -7,12 +7,12 @@
 //! `--baseline BIN`, each figure runs for that binary too, in turn with
 //! this one (run 1 of both, then run 2 of both, ...), and the table shows
 //! both and their ratio. The two go first in alternate runs, and a
-//! baseline raises the default from three to four runs: figure 3's p99
-//! favoured the build that went second in three of four reports (by 1.2
-//! to 1.6), for a reason not found, so with an even number of runs each
+//! baseline raises the default from three to four runs, so that each
 //! build has as many runs in each place (figure 7 runs once, this build
-//! first). `--quick` runs every figure on a small workload (a smoke
-//! check, not a figure to record).
+//! first): figure 3's p99 moved with the order in some reports, with no
+//! consistent direction (BENCHMARKS.md). Each run's values go to standard
+//! error as the run ends. `--quick` runs every figure on a small workload
+//! (a smoke check, not a figure to record).
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
