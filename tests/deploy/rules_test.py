@@ -1,0 +1,87 @@
+"""Each deploy-time rule of tests/deploy/rules.py fails on a copy of
+infra/template.yaml with that rule broken again, and the template itself
+passes them all. Run by the test command:
+`python -m unittest discover -s tests/deploy -p '*_test.py'`.
+"""
+
+import copy
+import unittest
+
+import rules
+import template as tpl
+
+
+class TemplateRules(unittest.TestCase):
+    def setUp(self):
+        self.t = tpl.load()
+
+    def broken(self, change):
+        t = copy.deepcopy(self.t)
+        change(t["Resources"], t["Parameters"])
+        return rules.breaches(t)
+
+    def assert_breach(self, found, *words):
+        self.assertTrue(
+            any(all(w in b for w in words) for b in found),
+            f"no breach naming {words} in {found}",
+        )
+
+    def test_the_template_keeps_every_rule(self):
+        self.assertEqual(rules.breaches(self.t), [])
+
+    def test_a_dead_letter_queue_that_does_not_list_a_queue_redriving_into_it_fails(self):
+        def unlist(res, _):
+            allow = res["DeadLetterQueue"]["Properties"]["RedriveAllowPolicy"]
+            allow["sourceQueueArns"] = [
+                a for a in allow["sourceQueueArns"] if "slow-deliveries" not in tpl.sub_text(a)
+            ]
+
+        self.assert_breach(self.broken(unlist), "DeadLetterQueue", "SlowDeliveryQueue")
+
+    def test_a_dead_letter_queue_that_denies_all_fails(self):
+        def deny(res, _):
+            res["IngestDeadLetterQueue"]["Properties"]["RedriveAllowPolicy"] = {
+                "redrivePermission": "denyAll"
+            }
+
+        self.assert_breach(self.broken(deny), "denyAll", "IngestQueue")
+
+    def test_a_default_reservation_fails(self):
+        def reserve(_, params):
+            params["DeliveryReservedConcurrency"]["Default"] = 50
+
+        self.assert_breach(self.broken(reserve), "DeliveryFunction", "reserves 50")
+
+    def test_a_reservation_written_as_a_number_fails(self):
+        def reserve(res, _):
+            res["SlowDeliveryFunction"]["Properties"]["ReservedConcurrentExecutions"] = 10
+
+        self.assert_breach(self.broken(reserve), "SlowDeliveryFunction", "reserves 10")
+
+    def test_a_function_without_a_throttles_alarm_fails(self):
+        def drop(res, _):
+            del res["ApiThrottlesAlarm"]
+
+        self.assert_breach(self.broken(drop), "ApiFunction", "Throttles")
+
+    def test_a_function_without_an_errors_alarm_fails(self):
+        def drop(res, _):
+            del res["SlowDeliveryErrorsAlarm"]
+
+        self.assert_breach(self.broken(drop), "SlowDeliveryFunction", "Errors")
+
+    def test_a_visibility_under_six_function_timeouts_fails(self):
+        def shorten(res, _):
+            res["SlowDeliveryQueue"]["Properties"]["VisibilityTimeout"] = 900
+
+        self.assert_breach(self.broken(shorten), "SlowDeliveryQueue", "900")
+
+    def test_a_fifo_batch_over_ten_fails(self):
+        def widen(res, _):
+            res["FanoutFunction"]["Properties"]["Events"]["Ingest"]["Properties"]["BatchSize"] = 20
+
+        self.assert_breach(self.broken(widen), "FanoutFunction", "20")
+
+
+if __name__ == "__main__":
+    unittest.main()
