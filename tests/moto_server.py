@@ -28,6 +28,11 @@ reads take the one setting they need.
 And a FIFO queue whose received messages timed out hands their group out
 again from its first message, as SQS does (`_timed_out_first`).
 
+And a table a stack creates reads `DeletionProtectionEnabled` as
+CloudFormation does (`_table_from_stack`): moto kept the template's
+string, which `DescribeTable` then answered where DynamoDB answers a
+boolean.
+
 And it makes an update expression cost what it says. moto parsed each
 `UpdateExpression` twice per call, from its text, and every pass of its
 validator over the parsed tree rebuilt that pass's table of node handlers
@@ -317,6 +322,24 @@ def _partition_query(query):
 
 Table.all_items = _items_of_partition
 Table.query = _partition_query(Table.query)
+
+_TABLE_FROM_STACK = Table.create_from_cloudformation_json.__func__
+
+
+def _table_from_stack(cls, resource_name, cloudformation_json, *args, **kwargs):
+    """A table a stack creates, its `DeletionProtectionEnabled` read as
+    CloudFormation reads it: a parameter's `"true"` or `"false"` is a
+    boolean (moto kept the string, and answered it to `DescribeTable`,
+    which the SDKs refuse to read)."""
+    props = cloudformation_json.get("Properties", {})
+    value = props.get("DeletionProtectionEnabled")
+    if isinstance(value, str):
+        props = dict(props, DeletionProtectionEnabled=value.strip().lower() == "true")
+        cloudformation_json = dict(cloudformation_json, Properties=props)
+    return _TABLE_FROM_STACK(cls, resource_name, cloudformation_json, *args, **kwargs)
+
+
+Table.create_from_cloudformation_json = classmethod(_table_from_stack)
 
 _MODULES = frozenset(moto_backends.list_of_moto_modules())
 _FIND_BACKEND = DomainDispatcherApplication.get_backend_for_host

@@ -16,10 +16,17 @@
 #     (installed when missing) driven by Playwright from PyPI
 #     (tests/browser/portal_test.py), on both backends, screenshots in
 #     target/portal-screenshots and target/portal-screenshots-aws;
+#   - the template's deploy-time rules that neither cfn-lint nor the local
+#     stand-in checks (tests/deploy/rules.py, with a test breaking each);
 #   - the README's deploy build: `sam validate --lint` and
 #     `sam build --beta-features` in infra/ (cargo-lambda cross-compiles the
 #     four functions, the slow pool's from the delivery binary; no Docker),
-#     checking that four bootstraps come out.
+#     checking that four bootstraps come out;
+#   - the first deploy, to the local stand-in: `sam package` into moto's S3,
+#     the SAM transform by aws-sam-translator, the stack created on moto's
+#     CloudFormation in each of the template's modes and its services'
+#     state checked (tests/deploy/stack.py); the AWS tests that take a
+#     stack (tests/src/stack.rs) create theirs the same way.
 # Receivers are started by the tests themselves, on loopback.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,8 +45,10 @@ if ! command -v chromium > /dev/null; then
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq chromium > /dev/null
 fi
 
-echo "== cfn-lint infra/template.yaml"
+echo "== cfn-lint infra/template.yaml; the deploy-time rules (tests/deploy/rules.py)"
 .venv/bin/cfn-lint infra/template.yaml
+.venv/bin/python tests/deploy/rules.py
+.venv/bin/python -m unittest discover -s tests/deploy -p '*_test.py'
 
 echo "== moto server"
 mkdir -p target
@@ -79,19 +88,6 @@ cargo clippy --workspace --all-targets --locked --features hooklane/aws -- -D wa
 # it so) must build too.
 cargo check -p hooklane --locked
 
-echo "== cargo test"
-cargo test --workspace --all-targets --locked --features hooklane/aws
-
-echo "== schemathesis against serve's OpenAPI document"
-tests/fuzz/run.sh
-
-echo "== the tenant portal in Chromium (tests/browser/portal_test.py)"
-cargo build -p hooklane --features aws --locked
-started=$(date +%s)
-.venv/bin/python tests/browser/portal_test.py target/portal-screenshots
-.venv/bin/python tests/browser/portal_test.py target/portal-screenshots-aws aws
-echo "browser tests took $(( $(date +%s) - started )) s"
-
 echo "== sam validate --lint; sam build --beta-features (infra/)"
 export SAM_CLI_TELEMETRY=0
 rm -rf infra/.aws-sam
@@ -110,3 +106,26 @@ for f in ApiFunction FanoutFunction DeliveryFunction SlowDeliveryFunction; do
   fi
   ls -l "infra/.aws-sam/build/$dir/bootstrap" | awk -v f="$f" '{printf "%-21s bootstrap %8.2f MiB\n", f, $5 / 1048576}'
 done
+
+echo "== deploy the template to the local stand-in (tests/deploy/stack.py)"
+# sam package uploads what sam build made to the stand-in's S3 (named
+# localhost: the packaged template's S3 addresses are made from it); each
+# of the template's modes is translated with aws-sam-translator and
+# created on moto's CloudFormation, and the queues, table, functions,
+# environments and event source mappings are read back and checked.
+.venv/bin/python tests/deploy/stack.py package --endpoint "http://localhost:$port"
+.venv/bin/python tests/deploy/stack.py check --endpoint "http://localhost:$port"
+
+echo "== cargo test"
+cargo test --workspace --all-targets --locked --features hooklane/aws
+
+echo "== schemathesis against serve's OpenAPI document"
+tests/fuzz/run.sh
+
+echo "== the tenant portal in Chromium (tests/browser/portal_test.py)"
+cargo build -p hooklane --features aws --locked
+started=$(date +%s)
+.venv/bin/python tests/browser/portal_test.py target/portal-screenshots
+.venv/bin/python tests/browser/portal_test.py target/portal-screenshots-aws aws
+echo "browser tests took $(( $(date +%s) - started )) s"
+

@@ -1,7 +1,8 @@
 //! `hooklane serve` as a child process, for the tests that kill it
 //! (SIGKILL) or limit it (file size): the binary built once, a free port,
-//! and a spawn over a database file or a resource prefix on the local
-//! AWS-compatible server, logging to a file a failing test prints.
+//! and a spawn over a database file, a resource prefix on the local
+//! AWS-compatible server or a stack of the template there, logging to a
+//! file a failing test prints.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -45,6 +46,10 @@ pub enum State {
     Db(PathBuf),
     /// The AWS backend's resource prefix.
     Aws(String),
+    /// A stack of the template: `serve --backend aws` without
+    /// `--create-resources`, its names read from a deployed function's
+    /// environment (these variables) as the function reads them.
+    Deployed(std::collections::HashMap<String, String>),
 }
 
 /// Starts `hooklane serve` on `port` over `state` with the given settings
@@ -79,6 +84,11 @@ pub fn spawn(
                 prefix,
             ]);
             cmd.envs(crate::aws::child_env());
+        }
+        State::Deployed(function_env) => {
+            cmd.args(["--backend", "aws"]);
+            cmd.envs(crate::aws::child_env());
+            cmd.envs(function_env);
         }
     }
     cmd.envs(env);

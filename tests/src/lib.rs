@@ -10,6 +10,7 @@ pub mod dns;
 pub mod edges;
 pub mod faults;
 pub mod receiver;
+pub mod stack;
 
 use std::collections::HashMap;
 use std::path::PathBuf;

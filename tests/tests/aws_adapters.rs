@@ -1,9 +1,13 @@
 //! The AWS adapters against the local AWS-compatible server (moto, real
 //! wire protocol through the official SDK clients): the shared storage
 //! contract, the delivery handler called directly with `SqsEvent`
-//! batches, spill and refill, and the dead-letter operations. The one
-//! operation moto does not implement, `StartMessageMoveTask`, is covered
-//! with `aws-smithy-mocks` at the end.
+//! batches, spill and refill, and the dead-letter operations. The storage
+//! contract and the handler's tests (the dead-letter ones among them) run
+//! on a stack of `infra/template.yaml` deployed to the stand-in, named by
+//! the delivery function's environment as deployed (`tests/src/stack.rs`);
+//! the tests that need a short visibility timeout make their own queues.
+//! The one operation moto does not implement, `StartMessageMoveTask`, is
+//! covered with `aws-smithy-mocks` at the end.
 
 use std::time::Duration;
 
@@ -15,6 +19,7 @@ use hooklane_core::contract::{self, Harness};
 use hooklane_core::domain::{Delivery, Event, EventId, EventType, SubscriptionId, TenantId};
 use hooklane_core::ports::{DeadLetters, EventArchive, LaneQueue, NewDelivery, SubscriptionStore};
 use hooklane_tests::aws::fresh_store;
+use hooklane_tests::stack::deployed_store;
 use hooklane_tests::{eventually, test_env, Receiver, Reply};
 
 struct Aws(AwsStore);
@@ -170,18 +175,21 @@ async fn the_local_server_hands_a_timed_out_group_out_again_from_its_first_messa
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_aws_adapters_pass_the_storage_contract() {
-    contract::run_all(&Aws(fresh_store(30).await)).await;
+    // On a stack of the template, named by the delivery function's
+    // environment as deployed.
+    contract::run_all(&Aws(deployed_store().await)).await;
 }
 
-/// A delivery handler over a fresh store, with one subscription per
-/// receiver endpoint name.
+/// A delivery handler over a new stack of the template (its queues and
+/// table named by the delivery function's environment as deployed), with
+/// one subscription per receiver endpoint name.
 async fn handler_with(
     schedule: &str,
     names: &[&str],
     rx: &Receiver,
 ) -> (Deliver, Vec<(SubscriptionId, TenantId)>) {
     // Attempts may take a minute: a hung receiver holds its group that long.
-    handler_over(fresh_store(30).await, (schedule, "60s"), names, rx).await
+    handler_over(deployed_store().await, (schedule, "60s"), names, rx).await
 }
 
 /// [`handler_with`] over `store`, with this retry schedule and attempt
