@@ -8,7 +8,9 @@
   that names another (`crate::a::b`, `super::sibling`, `use` or a path in
   the code) depends on it; a module naming an item of its own parent or
   ancestor (`super::AwsStore`) is the ordinary Rust nesting and does not
-  count, but everything else does, `pub use` re-exports included.
+  count, but everything else does, `pub use` re-exports included: a path
+  to a re-exported item (`crate::store::SLOW_LANES_PK`) depends on the
+  module that re-exports it as well as on the one that defines it.
 - The store's items module (`shared/aws/src/store/items`: keys, attribute
   reads, item mapping) is its bottom: it names no other module of the
   store.
@@ -119,6 +121,9 @@ def referenced(module, text, modules, aliases):
         best = base if base in modules else None
         for p in parts:
             if target + (p,) in aliases:
+                # An item a module re-exports is named through that
+                # module: the path depends on it as well as on the source.
+                found.add(target)
                 target = aliases[target + (p,)]
                 best = target
             elif target + (p,) in modules:

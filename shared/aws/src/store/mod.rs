@@ -46,7 +46,9 @@ pub mod events;
 mod fan_out_path;
 mod first_attempt;
 mod health;
-mod items;
+/// The store's bottom: keys, attribute reads and item mapping (the call
+/// counts read its key names to tell the overview's reads apart).
+pub(crate) mod items;
 mod lane_change;
 mod lane_flags;
 mod overview;
@@ -67,13 +69,6 @@ mod tenant_share;
 mod type_index;
 
 pub(crate) use backlog_tally::Tally;
-/// Whether a partition is of the tenant backlog counts (the overview's
-/// read of them, which the call counts leave out).
-pub(crate) use items::keys::is_count_pk;
-pub(crate) use items::keys::SLOW_LANES_PK;
-/// The partition of the index of suspended subscriptions (the overview's
-/// read, which the call counts leave out).
-pub(crate) use items::keys::SUSPENDED_PK as SUSPENDED_INDEX_PK;
 mod type_index_known;
 pub mod views;
 
