@@ -6,6 +6,10 @@
 #     schemathesis, and the SAM CLI with cargo-lambda;
 #   - moto in server mode on 127.0.0.1 (stopped on exit), through
 #     tests/moto_server.py, which makes its DynamoDB item writes atomic;
+#   - the fast pair, dynoxide from crates.io (into target/tools) and
+#     ministack from PyPI (tests/requirements-ministack.txt, into
+#     .venv-ministack), on 127.0.0.1 (stopped on exit): calls answered in
+#     parallel, for the burst promise and a second run of the AWS tests;
 #   - cargo fmt --check, the source layout (tests/layout.py: no file over
 #     400 lines, no import circle in shared/aws), clippy -D warnings, then
 #     every unit, contract and end-to-end test of the workspace (crates
@@ -73,6 +77,46 @@ if ! moto_up; then
 fi
 export HOOKLANE_TEST_AWS_ENDPOINT="http://127.0.0.1:$port"
 
+echo "== the fast pair: dynoxide (crates.io) for DynamoDB, ministack (PyPI) for SQS and SNS"
+# Two servers that answer calls in parallel, as AWS does (moto answers one
+# at a time): the burst promise is tested on them, and the AWS end-to-end
+# tests run on them as well as on moto. Pinned; cargo install does nothing
+# when that version is in target/tools already. ministack has a Python
+# environment of its own (it pins a botocore the SAM CLI's does not take).
+cargo install dynoxide-rs --version 3.2.0 --locked --quiet --no-default-features \
+  --features native-sqlite,http-server,cli --root target/tools
+if [ ! -x .venv-ministack/bin/python ]; then
+  python3 -m venv .venv-ministack
+fi
+.venv-ministack/bin/pip install --quiet --disable-pip-version-check -r tests/requirements-ministack.txt
+free_port() {
+  .venv/bin/python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+ddb_port=$(free_port)
+sqs_port=$(free_port)
+target/tools/bin/dynoxide --host 127.0.0.1 --port "$ddb_port" --log quiet > target/dynoxide.log 2>&1 &
+dynoxide_pid=$!
+GATEWAY_PORT="$sqs_port" BIND_HOST=127.0.0.1 SERVICES=sqs,sns LOG_LEVEL=WARNING \
+  .venv-ministack/bin/ministack > target/ministack.log 2>&1 &
+ministack_pid=$!
+trap 'kill "$moto_pid" "$dynoxide_pid" "$ministack_pid" 2>/dev/null || true' EXIT
+fast_up() {
+  target/tools/bin/dynoxide healthcheck --port "$ddb_port" --timeout 1 > /dev/null 2>&1 &&
+    .venv/bin/python -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=1)' \
+      "http://127.0.0.1:$sqs_port/_ministack/health" > /dev/null 2>&1
+}
+for _ in $(seq 1 100); do
+  if fast_up; then break; fi
+  sleep 0.2
+done
+if ! fast_up; then
+  echo "the fast pair did not start (dynoxide on $ddb_port, ministack on $sqs_port); their logs:" >&2
+  cat target/dynoxide.log target/ministack.log >&2
+  exit 1
+fi
+export HOOKLANE_TEST_DYNAMODB_ENDPOINT="http://127.0.0.1:$ddb_port"
+export HOOKLANE_TEST_SQS_ENDPOINT="http://127.0.0.1:$sqs_port"
+
 # One-shot builds: incremental caches would only take disk.
 export CARGO_INCREMENTAL=0
 
@@ -116,8 +160,16 @@ echo "== deploy the template to the local stand-in (tests/deploy/stack.py)"
 .venv/bin/python tests/deploy/stack.py package --endpoint "http://localhost:$port"
 .venv/bin/python tests/deploy/stack.py check --endpoint "http://localhost:$port"
 
-echo "== cargo test"
+echo "== cargo test (the AWS tests on moto; the stacks' and the burst promise's name their stand-in)"
 cargo test --workspace --all-targets --locked --features hooklane/aws
+
+echo "== the AWS tests again, on the fast pair (HOOKLANE_TEST_STANDIN=fast)"
+# Every end-to-end test's `aws::` case, and the AWS-only test files (the
+# burst promise ran on the fast pair already).
+HOOKLANE_TEST_STANDIN=fast cargo test --workspace --tests --locked --features hooklane/aws -- aws::
+HOOKLANE_TEST_STANDIN=fast cargo test --workspace --locked --features hooklane/aws \
+  --test aws_burst --test aws_faults --test aws_races --test aws_reads --test aws_retention \
+  --test tenant_backlog_aws --test slow_pool -- --skip past_3_s --skip burst_promise
 
 echo "== schemathesis against serve's OpenAPI document"
 tests/fuzz/run.sh

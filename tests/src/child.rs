@@ -87,7 +87,7 @@ pub fn spawn(
         }
         State::Deployed(function_env) => {
             cmd.args(["--backend", "aws"]);
-            cmd.envs(crate::aws::child_env());
+            cmd.envs(crate::aws::child_env_on(crate::aws::Standin::Moto));
             cmd.envs(function_env);
         }
     }

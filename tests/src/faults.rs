@@ -1,5 +1,6 @@
 //! A fault-injecting proxy for the AWS tests. It listens on 127.0.0.1 and
-//! forwards the SDK clients' calls to the local AWS-compatible server, and
+//! forwards the SDK clients' calls to the local AWS-compatible server (on
+//! the fast pair, each call to its own service's server), and
 //! answers a share of them (`set_rate`, in calls per thousand) with a fault
 //! a real service or network produces:
 //! - throttling: 400 with the service's own JSON-protocol error
@@ -12,7 +13,8 @@
 //!
 //! Beside whole calls, it can fail a share of a batch call's entries
 //! (`set_entry_rate`: see [`entries`]), throttle every call for as long as
-//! a test says (`throttle_all`), answer slowly (`set_delay`), and fail,
+//! a test says (`throttle_all`), answer slowly (`set_delay`, or
+//! `set_latency` for a service's own time to answer), and fail,
 //! hold or watch the calls whose bodies hold given text ([`targeted`]:
 //! applied after the seeded faults and delay, to the calls those let
 //! through).
@@ -70,12 +72,13 @@ const KINDS: [Fault; 10] = [
 ];
 
 struct State {
-    upstream: String,
+    upstream: crate::aws::Endpoints,
     client: reqwest::Client,
     per_mille: AtomicU32,
     entry_per_mille: AtomicU32,
     throttle_all: AtomicBool,
     delay_ms: AtomicU64,
+    delay_min_ms: AtomicU64,
     seed: u64,
     draws: AtomicU64,
     calls: Mutex<HashMap<String, u64>>,
@@ -128,17 +131,29 @@ pub struct FaultProxy {
 }
 
 impl FaultProxy {
-    /// Starts a proxy to `upstream` (an `http://` endpoint) with no faults.
+    /// Starts a proxy to `upstream` (an `http://` endpoint serving every
+    /// service) with no faults.
     pub async fn start(upstream: &str) -> Self {
+        Self::start_on(crate::aws::Endpoints::both(upstream)).await
+    }
+
+    /// Starts a proxy in front of a stand-in with no faults: each call goes
+    /// to its own service's endpoint (DynamoDB's calls by their
+    /// `X-Amz-Target`, every other call to SQS's and SNS's).
+    pub async fn start_on(upstream: crate::aws::Endpoints) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
         let endpoint = format!("http://{}", listener.local_addr().expect("addr"));
         // `HOOKLANE_TEST_SEED` replays a run's draws (which call each
         // draw lands on still depends on the calls' order).
-        let seed = crate::seed(&format!("fault proxy {endpoint} -> {upstream}"));
+        let seed = crate::seed(&format!("fault proxy {endpoint} -> {}", upstream.dynamodb));
+        let trim = |e: &str| e.trim_end_matches('/').to_owned();
         let state = Arc::new(State {
-            upstream: upstream.trim_end_matches('/').to_owned(),
+            upstream: crate::aws::Endpoints {
+                dynamodb: trim(&upstream.dynamodb),
+                sqs: trim(&upstream.sqs),
+            },
             client: reqwest::Client::builder()
                 .no_proxy()
                 .build()
@@ -147,6 +162,7 @@ impl FaultProxy {
             entry_per_mille: AtomicU32::new(0),
             throttle_all: AtomicBool::new(false),
             delay_ms: AtomicU64::new(0),
+            delay_min_ms: AtomicU64::new(0),
             seed,
             draws: AtomicU64::new(0),
             calls: Mutex::new(HashMap::new()),
@@ -179,9 +195,18 @@ impl FaultProxy {
 
     /// Delays each forwarded call by up to `max` (drawn per call).
     pub fn set_delay(&self, max: Duration) {
+        self.set_latency(Duration::ZERO, max);
+    }
+
+    /// Delays each forwarded call by `min` to `max` (drawn per call, from
+    /// the seeded sequence): a service's own time to answer, which a
+    /// local server on loopback does not have.
+    pub fn set_latency(&self, min: Duration, max: Duration) {
+        let ms = |d: Duration| d.as_millis() as u64;
+        self.state.delay_min_ms.store(ms(min), Ordering::Relaxed);
         self.state
             .delay_ms
-            .store(max.as_millis() as u64, Ordering::Relaxed);
+            .store(ms(max.max(min)), Ordering::Relaxed);
     }
 
     /// Fails (500, not forwarded) every call whose body holds all of
@@ -301,9 +326,13 @@ async fn handle(state: &State, kill: &Notify, req: Request<Incoming>) -> Respons
         Some(Fault::ResetBefore) => return reset(kill).await,
         _ => {}
     }
-    let delay = state.delay_ms.load(Ordering::Relaxed);
-    if delay > 0 {
-        tokio::time::sleep(Duration::from_millis(state.draw() % (delay + 1))).await;
+    let (low, high) = (
+        state.delay_min_ms.load(Ordering::Relaxed),
+        state.delay_ms.load(Ordering::Relaxed),
+    );
+    if high > 0 {
+        let ms = low + state.draw() % (high - low + 1);
+        tokio::time::sleep(Duration::from_millis(ms)).await;
     }
     let (parts, body) = req.into_parts();
     let Ok(body) = body.collect().await.map(|b| b.to_bytes()) else {
@@ -412,9 +441,18 @@ async fn forward(
         .path_and_query()
         .map(|p| p.as_str())
         .unwrap_or("/");
+    let dynamodb = parts
+        .headers
+        .get("x-amz-target")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| t.starts_with("DynamoDB_"));
+    let upstream = match dynamodb {
+        true => &state.upstream.dynamodb,
+        false => &state.upstream.sqs,
+    };
     let mut out = state
         .client
-        .request(parts.method.clone(), format!("{}{path}", state.upstream));
+        .request(parts.method.clone(), format!("{upstream}{path}"));
     for (name, value) in &parts.headers {
         if !hop_by_hop(name.as_str()) {
             out = out.header(name, value);

@@ -95,7 +95,8 @@ impl Deployed {
 
     /// The store the delivery function works on.
     pub async fn store(&self) -> hooklane_aws::AwsStore {
-        hooklane_aws::AwsStore::new(&crate::aws::sdk().await, self.settings("DeliveryFunction"))
+        let sdk = crate::aws::sdk_on(crate::aws::Standin::Moto).await;
+        hooklane_aws::AwsStore::new(&sdk, self.settings("DeliveryFunction"))
     }
 }
 

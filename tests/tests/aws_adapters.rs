@@ -18,11 +18,24 @@ use hooklane_core::config::Config;
 use hooklane_core::contract::{self, Harness};
 use hooklane_core::domain::{Delivery, Event, EventId, EventType, SubscriptionId, TenantId};
 use hooklane_core::ports::{DeadLetters, EventArchive, LaneQueue, NewDelivery, SubscriptionStore};
-use hooklane_tests::aws::fresh_store;
+use hooklane_tests::aws::{fresh_store_on, sdk_on, Standin};
 use hooklane_tests::stack::deployed_store;
 use hooklane_tests::{eventually, test_env, Receiver, Reply};
 
-struct Aws(AwsStore);
+/// This file's stand-in: moto, where the template's stacks are deployed
+/// (the storage contract runs on the fast pair too, below).
+async fn sdk() -> aws_config::SdkConfig {
+    sdk_on(Standin::Moto).await
+}
+
+/// A store over new resources on moto.
+async fn fresh_store(visibility_secs: u64) -> AwsStore {
+    fresh_store_on(Standin::Moto, visibility_secs).await
+}
+
+/// The contract's harness over a store, reading raw items through the
+/// stand-in the store is on.
+struct Aws(AwsStore, Standin);
 
 #[async_trait::async_trait]
 impl Harness for Aws {
@@ -74,7 +87,7 @@ impl Harness for Aws {
     }
     /// Every item of the table, scanned page by page.
     async fn raw_contents(&self) -> String {
-        let ddb = aws_sdk_dynamodb::Client::new(&hooklane_tests::aws::sdk().await);
+        let ddb = aws_sdk_dynamodb::Client::new(&sdk_on(self.1).await);
         let pages = ddb
             .scan()
             .table_name(&self.0.settings().table)
@@ -177,7 +190,15 @@ async fn the_local_server_hands_a_timed_out_group_out_again_from_its_first_messa
 async fn the_aws_adapters_pass_the_storage_contract() {
     // On a stack of the template, named by the delivery function's
     // environment as deployed.
-    contract::run_all(&Aws(deployed_store().await)).await;
+    contract::run_all(&Aws(deployed_store().await, Standin::Moto)).await;
+}
+
+/// The same contract on the fast pair (dynoxide, ministack), over resources
+/// `serve --backend aws --create-resources` would make.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_aws_adapters_pass_the_storage_contract_on_the_fast_pair() {
+    let store = fresh_store_on(Standin::Fast, 30).await;
+    contract::run_all(&Aws(store, Standin::Fast)).await;
 }
 
 /// A delivery handler over a new stack of the template (its queues and
@@ -205,9 +226,7 @@ async fn handler_over(
         ("HOOKLANE_ATTEMPT_TIMEOUT", timeout),
     ]);
     let config = Config::from_lookup(|k| env.get(k).cloned()).unwrap();
-    let engine =
-        hooklane_aws::wiring::engine(config, &store, &hooklane_tests::aws::sdk().await, None)
-            .unwrap();
+    let engine = hooklane_aws::wiring::engine(config, &store, &sdk().await, None).unwrap();
     let tenant = TenantId::parse("acme").unwrap();
     let mut subs = Vec::new();
     for name in names {
@@ -617,7 +636,7 @@ async fn a_delivery_record_that_does_not_parse_parks_its_delivery_never_read_as_
     let rx = Receiver::start().await;
     let (ctx, subs) = handler_with("0s", &["lane"], &rx).await;
     let event = publish_to(&ctx, &subs).await;
-    let ddb = aws_sdk_dynamodb::Client::new(&hooklane_tests::aws::sdk().await);
+    let ddb = aws_sdk_dynamodb::Client::new(&sdk().await);
     ddb.put_item()
         .table_name(&ctx.store.settings().table)
         .item("pk", AttributeValue::S(format!("D#{}", subs[0].0)))
@@ -809,7 +828,7 @@ async fn full_redrive_starts_a_message_move_task_from_the_dead_letter_queue_to_t
         });
     let sqs = mock_client!(aws_sdk_sqs, RuleMode::MatchAny, [&arn_rule, &move_rule]);
     let store = AwsStore::with_clients(
-        hooklane_tests::aws::sdk().await,
+        sdk().await,
         sqs,
         hooklane_aws::Settings {
             dlq_url: "https://sqs.local/1/dlq.fifo".into(),
@@ -828,7 +847,7 @@ async fn full_redrive_starts_a_message_move_task_from_the_dead_letter_queue_to_t
 
 /// Counts a subscription's spilled deliveries in the table.
 async fn spilled(store: &AwsStore, sub: &SubscriptionId) -> usize {
-    let ddb = aws_sdk_dynamodb::Client::new(&hooklane_tests::aws::sdk().await);
+    let ddb = aws_sdk_dynamodb::Client::new(&sdk().await);
     ddb.query()
         .table_name(&store.settings().table)
         .key_condition_expression("pk = :pk")
@@ -845,7 +864,7 @@ async fn spilled(store: &AwsStore, sub: &SubscriptionId) -> usize {
 /// The lane's spill flag, as stored on the subscription's item.
 async fn spilling(store: &AwsStore, tenant: &TenantId, sub: &SubscriptionId) -> bool {
     use aws_sdk_dynamodb::types::AttributeValue;
-    let ddb = aws_sdk_dynamodb::Client::new(&hooklane_tests::aws::sdk().await);
+    let ddb = aws_sdk_dynamodb::Client::new(&sdk().await);
     let item = ddb
         .get_item()
         .table_name(&store.settings().table)
@@ -863,7 +882,7 @@ async fn spilling(store: &AwsStore, tenant: &TenantId, sub: &SubscriptionId) -> 
 /// The subscription's count of spilled deliveries, as stored.
 async fn spill_count(store: &AwsStore, tenant: &TenantId, sub: &SubscriptionId) -> i64 {
     use aws_sdk_dynamodb::types::AttributeValue;
-    let ddb = aws_sdk_dynamodb::Client::new(&hooklane_tests::aws::sdk().await);
+    let ddb = aws_sdk_dynamodb::Client::new(&sdk().await);
     let item = ddb
         .get_item()
         .table_name(&store.settings().table)
@@ -996,7 +1015,7 @@ async fn a_refill_cut_short_by_a_crash_after_the_outcome_write_resumes_when_the_
     // The process that delivered the first event wrote the outcome and
     // stopped before refilling (and before its message was deleted).
     use aws_sdk_dynamodb::types::AttributeValue;
-    let ddb = aws_sdk_dynamodb::Client::new(&hooklane_tests::aws::sdk().await);
+    let ddb = aws_sdk_dynamodb::Client::new(&sdk().await);
     ddb.update_item()
         .table_name(&ctx.store.settings().table)
         .key("pk", AttributeValue::S(format!("D#{}", sub.as_str())))
@@ -1120,7 +1139,7 @@ async fn a_spilled_delivery_that_does_not_parse_is_parked_not_dropped_by_the_ref
     let later = fan_out_new(&ctx, &tenant, 2).await;
     // A third spilled item, counted like the others, whose message is
     // corrupt.
-    let ddb = aws_sdk_dynamodb::Client::new(&hooklane_tests::aws::sdk().await);
+    let ddb = aws_sdk_dynamodb::Client::new(&sdk().await);
     ddb.put_item()
         .table_name(&ctx.store.settings().table)
         .item("pk", AttributeValue::S(format!("L#{sub}")))
@@ -1165,7 +1184,7 @@ async fn a_spilled_delivery_that_does_not_parse_is_parked_not_dropped_by_the_ref
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_counting_store_counts_each_aws_call_by_service_and_operation() {
     let plain = fresh_store(30).await;
-    let store = AwsStore::counting(&hooklane_tests::aws::sdk().await, plain.settings().clone());
+    let store = AwsStore::counting(&sdk().await, plain.settings().clone());
     let tenant = TenantId::parse("counted").unwrap();
     let count = |op: &str| {
         hooklane_aws::call_metrics::render()
@@ -1199,7 +1218,7 @@ async fn a_counting_store_counts_each_aws_call_by_service_and_operation() {
 /// A tenant's lane counter (`Q#lanes`), as stored.
 async fn lane_counter(store: &AwsStore, tenant: &TenantId) -> i64 {
     use aws_sdk_dynamodb::types::AttributeValue;
-    let ddb = aws_sdk_dynamodb::Client::new(&hooklane_tests::aws::sdk().await);
+    let ddb = aws_sdk_dynamodb::Client::new(&sdk().await);
     let item = ddb
         .get_item()
         .table_name(&store.settings().table)
@@ -1344,9 +1363,7 @@ async fn accepted_for_fan_out(
     let store = fresh_store(30).await;
     let env = test_env(&[]);
     let config = Config::from_lookup(|k| env.get(k).cloned()).unwrap();
-    let engine =
-        hooklane_aws::wiring::engine(config, &store, &hooklane_tests::aws::sdk().await, None)
-            .unwrap();
+    let engine = hooklane_aws::wiring::engine(config, &store, &sdk().await, None).unwrap();
     let fan = fan_out_function(engine, &store);
     let tenant = TenantId::parse("acme").unwrap();
     let subs = subscribed(&store, &tenant, subs).await;
@@ -1428,7 +1445,7 @@ async fn a_receive_of_a_tenants_events_fans_out_together_in_acceptance_order() {
 
 /// Whether a delivery record is in the `gsi1` (by event) index.
 async fn indexed(store: &AwsStore, sub: &SubscriptionId, event: &EventId) -> bool {
-    let item = aws_sdk_dynamodb::Client::new(&hooklane_tests::aws::sdk().await)
+    let item = aws_sdk_dynamodb::Client::new(&sdk().await)
         .get_item()
         .table_name(&store.settings().table)
         .key(
@@ -1522,7 +1539,7 @@ async fn raw_record(
     event: &EventId,
 ) -> std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue> {
     use aws_sdk_dynamodb::types::AttributeValue;
-    aws_sdk_dynamodb::Client::new(&hooklane_tests::aws::sdk().await)
+    aws_sdk_dynamodb::Client::new(&sdk().await)
         .get_item()
         .table_name(&store.settings().table)
         .key("pk", AttributeValue::S(format!("D#{}", sub.as_str())))
@@ -1766,7 +1783,7 @@ async fn a_first_attempts_late_outcome_and_the_next_attempt_do_not_both_stand() 
     let e6 = EventId::generate();
     let (d, t) = (delivery(0, &e6), now());
     assert!(store.begin(&d, t, t + minute).await.unwrap());
-    let other = AwsStore::new(&hooklane_tests::aws::sdk().await, store.settings().clone());
+    let other = AwsStore::new(&sdk().await, store.settings().clone());
     other.finish(&d, &delivered(&d, t)).await.unwrap();
     assert!(raw_record(&store, &sub.id, &e6)
         .await
@@ -1919,7 +1936,7 @@ async fn api_path(
     on: bool,
     tweak: impl FnOnce(&mut hooklane_aws::Settings),
 ) -> (AwsStore, std::sync::Arc<hooklane_core::engine::Engine>) {
-    let sdk = hooklane_tests::aws::sdk().await;
+    let sdk = sdk().await;
     let mut settings = store.settings().clone();
     settings.fan_out_in_api = on;
     tweak(&mut settings);
@@ -2143,7 +2160,7 @@ async fn a_patch_removes_the_type_index_entries_of_filters_it_took_off_unless_ju
     let tenant = TenantId::parse("trim").unwrap();
     let sub = contract::subscription(&tenant, &["a.x", "b.*", "c.y"]);
     store.subscriptions().insert(&sub).await.unwrap();
-    let ddb = aws_sdk_dynamodb::Client::new(&hooklane_tests::aws::sdk().await);
+    let ddb = aws_sdk_dynamodb::Client::new(&sdk().await);
     let table = store.settings().table.clone();
     let entry_key = |filter: &str| {
         std::collections::HashMap::from([
@@ -2232,7 +2249,7 @@ async fn a_wide_tenants_fan_out_reads_only_the_subscriptions_that_match() {
     // One registered before the index existed: no entries.
     let legacy = subscription(&tenant, &["invoice.paid"]);
     store.subscriptions().insert(&legacy).await.unwrap();
-    let ddb = aws_sdk_dynamodb::Client::new(&hooklane_tests::aws::sdk().await);
+    let ddb = aws_sdk_dynamodb::Client::new(&sdk().await);
     ddb.delete_item()
         .table_name(&store.settings().table)
         .key(
@@ -2325,7 +2342,7 @@ async fn a_wide_tenants_fan_out_reads_only_the_subscriptions_that_match() {
 
     // Another process reads the tenant once, finds the index complete, and
     // reads through it from then on.
-    let other = AwsStore::new(&hooklane_tests::aws::sdk().await, store.settings().clone());
+    let other = AwsStore::new(&sdk().await, store.settings().clone());
     assert_eq!(fan_out_page(&other, &tenant, "invoice.paid").await, want);
     let before = other.subscriptions().fan_out_subscriptions_read();
     assert_eq!(matching_ids(&other, &tenant, "invoice.paid").await, want);

@@ -51,7 +51,7 @@ async fn serve_through_proxy() -> (FaultProxy, Server) {
         ("HOOKLANE_ATTEMPT_TIMEOUT", "5s"),
     ]);
     let settings = aws::fresh_resources(12).await;
-    let proxy = FaultProxy::start(&aws::endpoint()).await;
+    let proxy = FaultProxy::start_on(aws::Standin::chosen().endpoints()).await;
     let server = Server::start_aws_with(env, aws::sdk_at(&proxy.endpoint).await, settings).await;
     (proxy, server)
 }

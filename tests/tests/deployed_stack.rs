@@ -12,7 +12,7 @@ use std::time::Duration;
 use aws_sdk_sqs::types::QueueAttributeName;
 use hooklane_aws::{AwsEnv, Pool};
 use hooklane_core::config::Config;
-use hooklane_tests::aws::{sdk, unique_prefix};
+use hooklane_tests::aws::{sdk_on, unique_prefix, Standin};
 use hooklane_tests::child::{self, free_port, hooklane_binary, Killed, State};
 use hooklane_tests::stack::{deploy, Deployed};
 use hooklane_tests::{eventually, Receiver, Reply, Server, TOKEN};
@@ -58,8 +58,8 @@ async fn every_function_reads_its_environment_as_deployed_in_every_mode() {
         &[("TableBillingMode", "PROVISIONED")],
         &[("FanOutInApi", "false")],
     ];
-    let sqs = aws_sdk_sqs::Client::new(&sdk().await);
-    let ddb = aws_sdk_dynamodb::Client::new(&sdk().await);
+    let sqs = aws_sdk_sqs::Client::new(&sdk_on(Standin::Moto).await);
+    let ddb = aws_sdk_dynamodb::Client::new(&sdk_on(Standin::Moto).await);
     for params in modes {
         let stack = deployed(params).await;
         for function in FUNCTIONS {
@@ -140,7 +140,7 @@ async fn serve_on_a_stack_finds_it_by_a_deployed_functions_environment_and_deliv
 }
 
 async fn sqs_client() -> aws_sdk_sqs::Client {
-    aws_sdk_sqs::Client::new(&sdk().await)
+    aws_sdk_sqs::Client::new(&sdk_on(Standin::Moto).await)
 }
 
 /// A queue's attributes that say what it is (not its name, counts or
@@ -182,7 +182,7 @@ async fn serve_creates_the_queues_and_table_the_template_declares() {
         prefix: unique_prefix(),
         visibility: Duration::from_secs(90),
     }
-    .create(&sdk().await)
+    .create(&sdk_on(Standin::Moto).await)
     .await
     .unwrap();
     let sqs = sqs_client().await;
@@ -209,7 +209,7 @@ async fn serve_creates_the_queues_and_table_the_template_declares() {
             d["QueueArn"]
         );
     }
-    let ddb = aws_sdk_dynamodb::Client::new(&sdk().await);
+    let ddb = aws_sdk_dynamodb::Client::new(&sdk_on(Standin::Moto).await);
     let table = |name: String| {
         let ddb = ddb.clone();
         async move {

@@ -197,7 +197,7 @@ async fn counting_server_through_proxy() -> (FaultProxy, Server, String) {
     let env = test_env(&[("HOOKLANE_TENANT_BACKLOG", "true")]);
     let settings = aws::fresh_resources(60).await;
     let table = settings.table.clone();
-    let proxy = FaultProxy::start(&aws::endpoint()).await;
+    let proxy = FaultProxy::start_on(aws::Standin::chosen().endpoints()).await;
     let server = Server::start_aws_with(env, aws::sdk_at(&proxy.endpoint).await, settings).await;
     (proxy, server, table)
 }
