@@ -16,7 +16,12 @@ are the rules they do not check and the local stand-in does not enforce
 - visibility: every queue a function consumes has a visibility timeout of
   at least six times the function's timeout (Lambda refuses an event
   source mapping below one times it; six is its documented advice);
-- batch size: an SQS FIFO event source takes at most 10 messages a batch.
+- batch size: an SQS FIFO event source takes at most 10 messages a batch;
+- and what moto's CloudFormation creates without keeping (so the deploy
+  check cannot read it back; tests/deploy/state.py's SKIPPED lists it):
+  the table's TTL on the attribute the code reads and its point-in-time
+  recovery, each function's log group and its role's right to write it,
+  and autoscaling of the table and every index in PROVISIONED mode.
 
 Prints each breach and exits 1 when there is one; `--template PATH`
 checks another file (tests/deploy/rules_test.py breaks each rule on a copy).
@@ -127,7 +132,86 @@ def consumer_breaches(t, r):
     return out
 
 
-RULES = (redrive_breaches, reservation_breaches, alarm_breaches, consumer_breaches)
+#: The attribute the code reads an item's expiry from
+#: (`shared/aws/src/store/items`), which the table's TTL must name.
+TTL_ATTRIBUTE = "expires_at"
+
+
+def table_breaches(t, r):
+    """The table's settings moto's CloudFormation does not keep: TTL on
+    the attribute the code writes, and point-in-time recovery."""
+    out = []
+    for name, props in tpl.resources(t, "AWS::DynamoDB::Table"):
+        ttl = props.get("TimeToLiveSpecification") or {}
+        if not (ttl.get("Enabled") is True and ttl.get("AttributeName") == TTL_ATTRIBUTE):
+            out.append(f"{name}: TTL is not enabled on {TTL_ATTRIBUTE}")
+        pitr = props.get("PointInTimeRecoverySpecification") or {}
+        if pitr.get("PointInTimeRecoveryEnabled") is not True:
+            out.append(f"{name}: point-in-time recovery is off")
+    return out
+
+
+def logging_breaches(t, r):
+    """Each function logs to a log group of the template that its role may
+    write (moto keeps neither the function's LoggingConfig nor checks the
+    role)."""
+    out = []
+    groups = dict(tpl.resources(t, "AWS::Logs::LogGroup"))
+    roles = dict(tpl.resources(t, "AWS::IAM::Role"))
+    for name, props in tpl.functions(t):
+        group = (props.get("LoggingConfig") or {}).get("LogGroup", {})
+        group = group.get("Ref") if isinstance(group, dict) else None
+        if group not in groups:
+            out.append(f"{name}: its LoggingConfig names no log group of the template")
+            continue
+        role = roles.get(tpl.get_att_target(props.get("Role"), "Arn"), {})
+        writable = [
+            tpl.get_att_target(res, "Arn")
+            for policy in role.get("Policies", [])
+            for s in policy["PolicyDocument"]["Statement"]
+            if isinstance(s, dict) and "logs:PutLogEvents" in s.get("Action", [])
+            for res in (s["Resource"] if isinstance(s["Resource"], list) else [s["Resource"]])
+        ]
+        if group not in writable:
+            out.append(f"{name}: its role may not write its log group {group}")
+    return out
+
+
+def autoscaling_breaches(t, r):
+    """With PROVISIONED capacity, the table and each index scale both
+    their read and write units (moto creates no scalable target)."""
+    table, props = next(iter(tpl.resources(t, "AWS::DynamoDB::Table")))
+    want = {f"table/{table}"} | {
+        f"table/{table}/index/{g['IndexName']}" for g in props.get("GlobalSecondaryIndexes", [])
+    }
+    scaled = set()
+    targets = dict(tpl.resources(t, "AWS::ApplicationAutoScaling::ScalableTarget"))
+    policies = {
+        (p.get("ScalingTargetId") or {}).get("Ref")
+        for _, p in tpl.resources(t, "AWS::ApplicationAutoScaling::ScalingPolicy")
+    }
+    for name, p in targets.items():
+        resource = tpl.sub_text(p.get("ResourceId")) or ""
+        resource = resource.replace("${" + table + "}", table)
+        if name in policies:
+            scaled.add((resource, p.get("ScalableDimension", "").rsplit(":", 1)[-1]))
+    return [
+        f"{resource}: no autoscaled {units}"
+        for resource in sorted(want)
+        for units in ("ReadCapacityUnits", "WriteCapacityUnits")
+        if (resource, units) not in scaled
+    ]
+
+
+RULES = (
+    redrive_breaches,
+    reservation_breaches,
+    alarm_breaches,
+    consumer_breaches,
+    table_breaches,
+    logging_breaches,
+    autoscaling_breaches,
+)
 
 
 def breaches(t):

@@ -82,6 +82,26 @@ class TemplateRules(unittest.TestCase):
 
         self.assert_breach(self.broken(widen), "FanoutFunction", "20")
 
+    def test_a_ttl_on_another_attribute_fails(self):
+        def rename(res, _):
+            res["Table"]["Properties"]["TimeToLiveSpecification"]["AttributeName"] = "ttl"
+
+        self.assert_breach(self.broken(rename), "Table", "TTL", "expires_at")
+
+    def test_a_function_whose_role_may_not_write_its_log_group_fails(self):
+        def narrow(res, _):
+            statements = res["DeliveryFunctionRole"]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]
+            logs = next(s for s in statements if isinstance(s, dict) and s.get("Sid") == "Logs")
+            logs["Resource"] = [r for r in logs["Resource"] if tpl.get_att_target(r, "Arn") != "SlowDeliveryLogGroup"]
+
+        self.assert_breach(self.broken(narrow), "SlowDeliveryFunction", "SlowDeliveryLogGroup")
+
+    def test_an_index_left_out_of_autoscaling_fails(self):
+        def drop(res, _):
+            del res["Gsi2ReadScalingPolicy"]
+
+        self.assert_breach(self.broken(drop), "index/gsi2", "ReadCapacityUnits")
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -153,6 +153,10 @@ def check(c, run):
     read = environment.read_by_code()
     for mode, params in MODES.items():
         name = f"hl-{mode}-{run}"
+        found += [
+            f"{mode}: resource type {kind} is neither read back nor in state.SKIPPED"
+            for kind in state.unchecked_types(translate(params))
+        ]
         create(c, name, params)
         ids = physical_ids(c, name)
         envs = environments(c, ids)

@@ -1,5 +1,7 @@
 //! Figure 5: AWS API calls per delivery, counted by `serve --backend aws`
-//! against the local AWS-compatible server (moto), and the dollars per
+//! against the local AWS-compatible servers ([`crate::standin`]: the fast
+//! pair unless told moto; the count of calls is the same on either), and
+//! the dollars per
 //! million 1 KiB deliveries they cost at public on-demand prices.
 //!
 //! The counts are real (an SDK interceptor counts every call the adapters
@@ -10,11 +12,8 @@
 //! Lambda time is the run's wall time per delivery, an upper bound.
 
 use std::collections::BTreeMap;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
-
-use anyhow::Context as _;
 
 use crate::rig::{invoice_payload, receiver, Api, Serve};
 
@@ -31,39 +30,6 @@ const LAMBDA_REQUEST: f64 = 0.20 / 1e6;
 /// read unit-hour $0.00013 (3,600 strongly consistent reads).
 const PROVISIONED_WRITE_UNIT: f64 = 0.00065 / 3600.0;
 const PROVISIONED_READ_UNIT: f64 = 0.00013 / 3600.0;
-
-/// Starts the local AWS-compatible server as the tests run it (moto from
-/// `.venv` through `tests/moto_server.py`, which applies each DynamoDB item
-/// operation whole, as DynamoDB does) on a free loopback port, and waits
-/// until it takes connections (at most 30 s).
-pub(crate) fn moto() -> anyhow::Result<(Child, String)> {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port();
-    let mut child = Command::new(".venv/bin/python")
-        .args([
-            "tests/moto_server.py",
-            "-H",
-            "127.0.0.1",
-            "-p",
-            &port.to_string(),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .context(
-            "starting tests/moto_server.py with .venv/bin/python (tests/run.sh installs moto)",
-        )?;
-    for _ in 0..300 {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return Ok((child, format!("http://127.0.0.1:{port}")));
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    anyhow::bail!("the local AWS-compatible server did not start on port {port}")
-}
 
 /// Parses `hooklane_aws_calls_total{service="…",operation="…"} n` lines.
 fn calls(metrics: &str) -> BTreeMap<(String, String), u64> {
@@ -134,12 +100,9 @@ pub async fn run(bin: &str, shape: Shape) -> anyhow::Result<f64> {
         [1, 2, 5, 10].contains(&shape.per_event),
         "--per-event is 1, 2, 5 or 10"
     );
-    let (mut moto, endpoint) = moto()?;
+    let standin = crate::standin::Standin::start()?;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let result = measure(bin, &endpoint, shape).await;
-    let _ = moto.kill();
-    let _ = moto.wait();
-    result
+    measure(bin, &standin.env, shape).await
 }
 
 /// The counts a process served now.
@@ -186,20 +149,21 @@ async fn until_quiet(api: &Api) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn measure(bin: &str, endpoint: &str, shape: Shape) -> anyhow::Result<f64> {
+async fn measure(
+    bin: &str,
+    endpoints: &[(&'static str, String)],
+    shape: Shape,
+) -> anyhow::Result<f64> {
     let (addr, seen) = receiver().await?;
     let deliveries = shape.events * shape.per_event;
     let kinds = 10 / shape.per_event;
     let prefix = format!("cost{}", std::process::id());
     let env = |poll: &'static str| {
-        let mut env = vec![
-            ("AWS_ENDPOINT_URL", endpoint.to_owned()),
-            ("AWS_REGION", "us-east-1".into()),
-            ("AWS_ACCESS_KEY_ID", "bench".into()),
-            ("AWS_SECRET_ACCESS_KEY", "bench".into()),
+        let mut env = endpoints.to_vec();
+        env.extend([
             ("HOOKLANE_COUNT_AWS_CALLS", "1".into()),
             ("HOOKLANE_BACKEND", "aws".into()),
-        ];
+        ]);
         if shape.at_load {
             env.push(("HOOKLANE_LOCAL_POLL", poll.into()));
         }

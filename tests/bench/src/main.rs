@@ -14,6 +14,7 @@ mod report;
 mod rig;
 mod soak;
 mod soak_receivers;
+mod standin;
 
 use clap::{Parser, Subcommand};
 

@@ -49,8 +49,9 @@ pub struct Args {
     /// Events per second (each to all ten subscriptions).
     #[arg(long, default_value_t = 10)]
     rate: u64,
-    /// `embedded`, or `aws` (on the local AWS-compatible server,
-    /// `.venv/bin/moto_server`).
+    /// `embedded`, or `aws` (on local AWS-compatible servers: the fast
+    /// pair, or moto with `HOOKLANE_BENCH_STANDIN=moto`;
+    /// [`crate::standin`]).
     #[arg(long, default_value = "embedded")]
     backend: String,
     /// Most minutes to wait for the backlog to drain.
@@ -68,14 +69,18 @@ struct Server {
     bin: String,
     port: u16,
     dir: tempfile::TempDir,
-    aws: Option<(String, String)>,
+    aws: Option<Aws>,
     child: Child,
 }
 
+/// What `serve --backend aws` needs to find its resources: the stand-in's
+/// endpoints (as the SDK's variables) and the resource prefix.
+type Aws = (Vec<(&'static str, String)>, String);
+
 impl Server {
     /// Starts `bin serve` over `dir` (or the AWS resources of `aws`: the
-    /// endpoint and the prefix) on `port`.
-    fn start(bin: &str, port: u16, aws: Option<(String, String)>) -> anyhow::Result<Self> {
+    /// endpoints and the prefix) on `port`.
+    fn start(bin: &str, port: u16, aws: Option<Aws>) -> anyhow::Result<Self> {
         let dir = tempfile::tempdir()?;
         let child = Self::command(bin, port, &dir, aws.as_ref())
             .spawn()
@@ -93,7 +98,7 @@ impl Server {
         bin: &str,
         port: u16,
         dir: &tempfile::TempDir,
-        aws: Option<&(String, String)>,
+        aws: Option<&Aws>,
     ) -> Command {
         let mut cmd = Command::new(bin);
         cmd.args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--db"])
@@ -120,7 +125,7 @@ impl Server {
             Some(f) => cmd.env("RUST_LOG", "info").stderr(f),
             None => cmd.env("RUST_LOG", "error").stderr(Stdio::null()),
         };
-        if let Some((endpoint, prefix)) = aws {
+        if let Some((endpoints, prefix)) = aws {
             cmd.args([
                 "--backend",
                 "aws",
@@ -128,10 +133,7 @@ impl Server {
                 "--resource-prefix",
                 prefix,
             ])
-            .env("AWS_ENDPOINT_URL", endpoint)
-            .env("AWS_REGION", "us-east-1")
-            .env("AWS_ACCESS_KEY_ID", "soak")
-            .env("AWS_SECRET_ACCESS_KEY", "soak");
+            .envs(endpoints.iter().map(|(k, v)| (k, v)));
         }
         cmd
     }
@@ -156,19 +158,6 @@ impl Server {
             .unwrap_or(0);
         let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count());
         (rss, fds)
-    }
-}
-
-/// The local AWS-compatible server of `--backend aws`, stopped when
-/// dropped (an error included).
-struct Moto(Option<Child>);
-
-impl Drop for Moto {
-    fn drop(&mut self) {
-        if let Some(m) = &mut self.0 {
-            let _ = m.kill();
-            let _ = m.wait();
-        }
     }
 }
 
@@ -283,13 +272,15 @@ async fn parked(http: &reqwest::Client, base: &str) -> anyhow::Result<HashSet<(S
 /// Runs the soak and prints its figures.
 pub async fn run(bin: &str, args: Args) -> anyhow::Result<()> {
     let (addr, seen) = soak_receivers::start().await?;
-    let mut moto = Moto(None);
+    let mut standin = None;
     let aws = match args.backend.as_str() {
         "embedded" => None,
         "aws" => {
-            let (child, endpoint) = crate::aws_cost::moto()?;
-            moto.0 = Some(child);
-            Some((endpoint, format!("soak{}", std::process::id())))
+            let started = crate::standin::Standin::start()?;
+            println!("soak on the {} stand-in", started.name);
+            let endpoints = started.env.clone();
+            standin = Some(started);
+            Some((endpoints, format!("soak{}", std::process::id())))
         }
         other => anyhow::bail!("--backend: embedded or aws, not {other}"),
     };
@@ -371,7 +362,7 @@ pub async fn run(bin: &str, args: Args) -> anyhow::Result<()> {
             tokio::time::sleep(Duration::from_secs(args.hold_on_loss_minutes * 60)).await;
         }
     }
-    drop((server, moto));
+    drop((server, standin));
     anyhow::ensure!(lost == 0, "{lost} deliveries of accepted events were lost");
     Ok(())
 }
