@@ -27,6 +27,7 @@ import sys
 import time
 
 import boto3
+import botocore.exceptions
 
 import environment
 import state
@@ -109,14 +110,27 @@ def translate(params):
 
 
 def create(c, name, params):
-    """Creates stack `name`; returns its description once complete."""
+    """Creates stack `name`; returns its description once complete. A
+    `CreateStack` the stand-in fails with a 5xx is tried again, twice."""
     body = json.dumps(translate(params))
-    c["cloudformation"].create_stack(
-        StackName=name,
-        TemplateBody=body,
-        Capabilities=["CAPABILITY_IAM"],
-        Parameters=[{"ParameterKey": k, "ParameterValue": str(v)} for k, v in params.items()],
-    )
+    for attempt in range(3):
+        try:
+            c["cloudformation"].create_stack(
+                StackName=name,
+                TemplateBody=body,
+                Capabilities=["CAPABILITY_IAM"],
+                Parameters=[{"ParameterKey": k, "ParameterValue": str(v)} for k, v in params.items()],
+            )
+            break
+        except (botocore.exceptions.ClientError, botocore.exceptions.ResponseParserError) as e:
+            status = getattr(e, "response", {}).get("ResponseMetadata", {}).get("HTTPStatusCode", 500)
+            exists = "AlreadyExists" in str(e)
+            if attempt == 2 or (status < 500 and not exists):
+                raise
+            if exists:
+                break
+            print(f"CreateStack {name} failed ({e}); trying again", file=sys.stderr)
+            time.sleep(1)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         stack = c["cloudformation"].describe_stacks(StackName=name)["Stacks"][0]

@@ -29,9 +29,14 @@ fn root() -> PathBuf {
     PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
 }
 
+/// One stack created at a time: moto's CloudFormation is not safe for
+/// stacks created at once (a `CreateStack` beside another answered 500).
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Creates a stack of the template with these parameters (the template's
 /// defaults for the rest) under a name no other test uses.
 pub fn deploy(params: &[(&str, &str)]) -> Deployed {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let root = root();
     let packaged = root.join("target/deploy/packaged.yaml");
     assert!(

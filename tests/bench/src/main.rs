@@ -78,7 +78,9 @@ enum Figure {
         #[arg(long, default_value_t = 3)]
         runs: usize,
     },
-    /// 5: AWS calls and dollars per delivery (serve --backend aws on moto).
+    /// 5: AWS calls and dollars per delivery (serve --backend aws on the
+    /// local stand-ins: the fast pair, or moto with
+    /// HOOKLANE_BENCH_STANDIN=moto; the count of calls is the same).
     AwsCost {
         #[arg(long, default_value_t = 500)]
         deliveries: u64,

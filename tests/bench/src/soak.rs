@@ -94,12 +94,7 @@ impl Server {
         })
     }
 
-    fn command(
-        bin: &str,
-        port: u16,
-        dir: &tempfile::TempDir,
-        aws: Option<&Aws>,
-    ) -> Command {
+    fn command(bin: &str, port: u16, dir: &tempfile::TempDir, aws: Option<&Aws>) -> Command {
         let mut cmd = Command::new(bin);
         cmd.args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--db"])
             .arg(dir.path().join("soak.db"))

@@ -77,7 +77,12 @@ impl Standin {
             "moto (tests/moto_server.py with .venv/bin/python)",
         )?;
         let url = format!("http://127.0.0.1:{port}");
-        Self::up("moto", vec![child], &[port], vec![("AWS_ENDPOINT_URL", url)])
+        Self::up(
+            "moto",
+            vec![child],
+            &[port],
+            vec![("AWS_ENDPOINT_URL", url)],
+        )
     }
 
     fn fast() -> anyhow::Result<Self> {
