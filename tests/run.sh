@@ -8,8 +8,8 @@
 #     tests/moto_server.py, which makes its DynamoDB item writes atomic;
 #   - the fast pair, dynoxide from crates.io (into target/tools) and
 #     ministack from PyPI (tests/requirements-ministack.txt, into
-#     .venv-ministack), on 127.0.0.1 (stopped on exit): calls answered in
-#     parallel, for the burst promise and a second run of the AWS tests;
+#     .venv-ministack), on 127.0.0.1 (stopped on exit): no queue of
+#     calls, for the burst promise and a second run of the AWS tests;
 #   - cargo fmt --check, the source layout (tests/layout.py: no file over
 #     400 lines, no import circle in shared/aws), clippy -D warnings, then
 #     every unit, contract and end-to-end test of the workspace (crates
@@ -78,8 +78,9 @@ fi
 export HOOKLANE_TEST_AWS_ENDPOINT="http://127.0.0.1:$port"
 
 echo "== the fast pair: dynoxide (crates.io) for DynamoDB, ministack (PyPI) for SQS and SNS"
-# Two servers that answer calls in parallel, as AWS does (moto answers one
-# at a time): the burst promise is tested on them, and the AWS end-to-end
+# Two servers where a burst's calls do not wait in one queue, as on AWS
+# (moto's do): ministack answers in parallel, dynoxide one call at a time in
+# microseconds. The burst promise is tested on them, and the AWS end-to-end
 # tests run on them as well as on moto. Pinned; cargo install does nothing
 # when that version is in target/tools already. ministack has a Python
 # environment of its own (it pins a botocore the SAM CLI's does not take).

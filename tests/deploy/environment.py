@@ -61,6 +61,11 @@ NOT_SET = {
 #: Set on the functions though no `HOOKLANE_` literal reads it.
 OTHER_SET = {"RUST_LOG"}
 
+#: Read by every function, set on some only: unset means the default.
+SET_WHERE_NEEDED = {
+    "HOOKLANE_POOL": "main unless set; the slow pool's function sets slow",
+}
+
 
 def read_by_code():
     """Every `HOOKLANE_*` variable named in the functions' sources."""
@@ -81,10 +86,16 @@ def breaches(read, environments):
     given = set().union(*environments.values()) if environments else set()
     for var in sorted(read - given - set(NOT_SET)):
         out.append(f"{var} is read by the code and set on no function")
+    # Every function links the same configuration code, so each reads
+    # every variable: one set on some functions only is missing on the
+    # others (but where unset means what that function needs).
+    for function, env in sorted(environments.items()):
+        for var in sorted((read & given) - env - set(NOT_SET) - set(SET_WHERE_NEEDED)):
+            out.append(f"{var} is set on some functions but not on {function}")
     for var in sorted(given - read - OTHER_SET):
         out.append(f"{var} is set on a function and read by no code")
     for var in sorted(set(NOT_SET) & given):
         out.append(f"{var} is set on a function though NOT_SET says: {NOT_SET[var]}")
-    for var in sorted(set(NOT_SET) - read):
-        out.append(f"{var} is in NOT_SET but the code no longer reads it")
+    for var in sorted((set(NOT_SET) | set(SET_WHERE_NEEDED)) - read):
+        out.append(f"{var} is listed here but the code no longer reads it")
     return out

@@ -36,6 +36,14 @@ class Environments(unittest.TestCase):
         self.assertNotIn("HOOKLANE_POOL", envs["DeliveryFunction"])
         self.assertEqual(environment.breaches(self.read, envs), [])
 
+    def test_a_variable_moved_onto_one_function_alone_fails_for_the_others(self):
+        variables = self.t["Globals"]["Function"]["Environment"]["Variables"]
+        value = variables.pop("HOOKLANE_SLOW_AFTER")
+        api = self.t["Resources"]["ApiFunction"]["Properties"]
+        api.setdefault("Environment", {"Variables": {}})["Variables"]["HOOKLANE_SLOW_AFTER"] = value
+        found = environment.breaches(self.read, environments(self.t))
+        self.assertIn("HOOKLANE_SLOW_AFTER is set on some functions but not on DeliveryFunction", found)
+
     def test_a_variable_read_since_it_was_left_out_on_purpose_must_say_so(self):
         found = environment.breaches(self.read | {"HOOKLANE_NEW_KNOB"}, environments(self.t))
         self.assertEqual(found, ["HOOKLANE_NEW_KNOB is read by the code and set on no function"])

@@ -62,11 +62,14 @@ def redrive_breaches(t, r):
         elif permission == "byQueue":
             name = tpl.sub_text(props.get("QueueName"))
             listed = allow.get("sourceQueueArns") or []
-            named = any(
-                tpl.get_att_target(a, "Arn") == source
-                or (name is not None and (tpl.sub_text(a) or "").endswith(":" + name))
-                for a in listed
-            )
+            if any(tpl.get_att_target(a, "Arn") == source for a in listed):
+                out.append(
+                    f"{target}'s RedriveAllowPolicy names {source} by !GetAtt, while {source} "
+                    f"names {target} by !GetAtt: a dependency cycle; construct the ARN with !Sub"
+                )
+                continue
+            arn = "arn:${AWS::Partition}:sqs:${AWS::Region}:${AWS::AccountId}:"
+            named = name is not None and any(tpl.sub_text(a) == arn + name for a in listed)
             if not named:
                 out.append(
                     f"{target}'s RedriveAllowPolicy (byQueue) does not list {source}, "
@@ -80,7 +83,11 @@ def reservation_breaches(t, r):
     out = []
     for name, props in tpl.functions(t):
         reserved = r.value(props.get("ReservedConcurrentExecutions", {"Ref": "AWS::NoValue"}))
-        if reserved is not tpl.NO_VALUE and str(reserved) != "0":
+        if reserved is tpl.NO_VALUE:
+            continue
+        if str(reserved) == "0":
+            out.append(f"{name} reserves 0 concurrent executions by default: it never runs")
+        else:
             out.append(
                 f"{name} reserves {reserved} concurrent executions by default: "
                 "a new account's quota can be 10 with 100 kept unreserved"

@@ -46,6 +46,28 @@ class TemplateRules(unittest.TestCase):
 
         self.assert_breach(self.broken(deny), "denyAll", "IngestQueue")
 
+    def test_an_allow_list_naming_its_source_by_get_att_fails(self):
+        def cycle(res, _):
+            allow = res["DeadLetterQueue"]["Properties"]["RedriveAllowPolicy"]
+            allow["sourceQueueArns"].append({"Fn::GetAtt": ["SlowDeliveryQueue", "Arn"]})
+
+        self.assert_breach(self.broken(cycle), "SlowDeliveryQueue", "cycle")
+
+    def test_an_allow_list_naming_another_account_fails(self):
+        def pin(res, _):
+            allow = res["IngestDeadLetterQueue"]["Properties"]["RedriveAllowPolicy"]
+            allow["sourceQueueArns"] = [
+                {"Fn::Sub": "arn:aws:sqs:eu-west-1:111111111111:${AWS::StackName}-ingest.fifo"}
+            ]
+
+        self.assert_breach(self.broken(pin), "IngestDeadLetterQueue", "IngestQueue")
+
+    def test_a_reservation_of_zero_fails(self):
+        def zero(res, _):
+            res["FanoutFunction"]["Properties"]["ReservedConcurrentExecutions"] = 0
+
+        self.assert_breach(self.broken(zero), "FanoutFunction", "never runs")
+
     def test_a_default_reservation_fails(self):
         def reserve(_, params):
             params["DeliveryReservedConcurrency"]["Default"] = 50

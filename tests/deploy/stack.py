@@ -67,7 +67,8 @@ def clients(endpoint):
         aws_access_key_id="test",
         aws_secret_access_key="test",
     )
-    return {name: boto3.client(name, **kw) for name in ("cloudformation", "sqs", "lambda", "dynamodb", "s3")}
+    names = ("cloudformation", "sqs", "lambda", "dynamodb", "s3", "sns")
+    return {name: boto3.client(name, **kw) for name in names}
 
 
 def package(endpoint):

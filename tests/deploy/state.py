@@ -29,6 +29,7 @@ READ_BACK = {
     "AWS::Lambda::Function",
     "AWS::Lambda::EventSourceMapping",
     "AWS::IAM::Role",  # each function's role, by ARN
+    "AWS::SNS::Topic",  # the operator topic the functions name
 }
 
 #: What moto's CloudFormation reports created but does not make, or makes
@@ -44,7 +45,7 @@ SKIPPED = {
     "AWS::ApplicationAutoScaling::ScalableTarget": "tests/deploy/rules.py: the table and each index",
     "AWS::ApplicationAutoScaling::ScalingPolicy": "tests/deploy/rules.py: the table and each index",
     "AWS::Logs::LogGroup": "tests/deploy/rules.py: each function's, writable by its role",
-    "AWS::SNS::Topic": "the functions' HOOKLANE_OPERATOR_TOPIC_ARN, read back",
+
     "AWS::SNS::Subscription": "cfn-lint",
     # Properties kept by no service of moto's:
     "RedriveAllowPolicy": "tests/deploy/rules.py: each dead-letter queue lists its sources",
@@ -213,8 +214,28 @@ def mapping_breaches(s, logical, props):
     return out
 
 
+def topic_breaches(s, envs):
+    """The operator topic exists, and is the one every function names."""
+    out = []
+    for logical, _ in tpl.resources(s.t, "AWS::SNS::Topic"):
+        arn = s.ids[logical]
+        try:
+            s.c["sns"].get_topic_attributes(TopicArn=arn)
+        except Exception as e:  # noqa: BLE001 - any failure means no topic
+            out.append(f"{logical}: {arn} does not answer GetTopicAttributes ({e})")
+        for function, env in envs.items():
+            if env.get("HOOKLANE_OPERATOR_TOPIC_ARN") != arn:
+                out.append(f"{function}: HOOKLANE_OPERATOR_TOPIC_ARN is not {logical}'s {arn}")
+    return out
+
+
 def breaches(c, t, params, name, ids, envs):
     """Everything stack `name` holds that the template (with `params`) or
     the design's rules say otherwise."""
     s = Stack(c, t, params, name, ids)
-    return queue_breaches(s) + table_breaches(s) + function_breaches(s, envs)
+    return (
+        queue_breaches(s)
+        + table_breaches(s)
+        + function_breaches(s, envs)
+        + topic_breaches(s, envs)
+    )

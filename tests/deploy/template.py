@@ -25,16 +25,22 @@ def load(path=TEMPLATE):
     return yaml_parse(pathlib.Path(path).read_text())
 
 
+def text(value):
+    """A parameter's value as CloudFormation hands it on: a string
+    (`true`, not Python's `True`)."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
 class Resolver:
     """Resolves a template's values under one set of parameters."""
 
     def __init__(self, template, overrides=None):
         self.template = template
         self.params = {
-            name: str(p.get("Default", ""))
+            name: text(p.get("Default", ""))
             for name, p in template.get("Parameters", {}).items()
         }
-        self.params.update({k: str(v) for k, v in (overrides or {}).items()})
+        self.params.update({k: text(v) for k, v in (overrides or {}).items()})
 
     def condition(self, name):
         """Whether condition `name` holds."""

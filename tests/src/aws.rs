@@ -4,9 +4,10 @@
 //! - moto in server mode (`HOOKLANE_TEST_AWS_ENDPOINT`), DynamoDB, SQS,
 //!   SNS and CloudFormation in one process that answers one call at a
 //!   time; the template's stacks are deployed there ([`crate::stack`]);
-//! - the fast pair: dynoxide for DynamoDB (`HOOKLANE_TEST_DYNAMODB_ENDPOINT`)
-//!   and ministack for SQS and SNS (`HOOKLANE_TEST_SQS_ENDPOINT`), two
-//!   processes that answer calls in parallel, as AWS does.
+//! - the fast pair: dynoxide for DynamoDB (`HOOKLANE_TEST_DYNAMODB_ENDPOINT`,
+//!   one call at a time but in microseconds) and ministack for SQS and SNS
+//!   (`HOOKLANE_TEST_SQS_ENDPOINT`, in parallel), two processes where a
+//!   burst's calls do not wait in one queue, as on AWS.
 //!
 //! A test runs on the stand-in [`Standin::chosen`] names unless it names
 //! one itself (the stacks need moto's CloudFormation; the burst promise
@@ -22,7 +23,7 @@ use aws_types::service_config::{LoadServiceConfig, ServiceConfigKey};
 pub enum Standin {
     /// moto: every service in one process, one call at a time.
     Moto,
-    /// dynoxide (DynamoDB) and ministack (SQS, SNS), answering in parallel.
+    /// dynoxide (DynamoDB) and ministack (SQS, SNS): no queue of calls.
     Fast,
 }
 

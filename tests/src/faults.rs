@@ -77,8 +77,10 @@ struct State {
     per_mille: AtomicU32,
     entry_per_mille: AtomicU32,
     throttle_all: AtomicBool,
+    /// The delay's least and most, in milliseconds, as `least << 32 | most`
+    /// (one value, so that a call never reads one bound's old value beside
+    /// the other's new one).
     delay_ms: AtomicU64,
-    delay_min_ms: AtomicU64,
     seed: u64,
     draws: AtomicU64,
     calls: Mutex<HashMap<String, u64>>,
@@ -162,7 +164,6 @@ impl FaultProxy {
             entry_per_mille: AtomicU32::new(0),
             throttle_all: AtomicBool::new(false),
             delay_ms: AtomicU64::new(0),
-            delay_min_ms: AtomicU64::new(0),
             seed,
             draws: AtomicU64::new(0),
             calls: Mutex::new(HashMap::new()),
@@ -202,11 +203,9 @@ impl FaultProxy {
     /// the seeded sequence): a service's own time to answer, which a
     /// local server on loopback does not have.
     pub fn set_latency(&self, min: Duration, max: Duration) {
-        let ms = |d: Duration| d.as_millis() as u64;
-        self.state.delay_min_ms.store(ms(min), Ordering::Relaxed);
-        self.state
-            .delay_ms
-            .store(ms(max.max(min)), Ordering::Relaxed);
+        let ms = |d: Duration| (d.as_millis() as u64).min(u64::from(u32::MAX));
+        let packed = ms(min) << 32 | ms(max.max(min));
+        self.state.delay_ms.store(packed, Ordering::Relaxed);
     }
 
     /// Fails (500, not forwarded) every call whose body holds all of
@@ -326,10 +325,8 @@ async fn handle(state: &State, kill: &Notify, req: Request<Incoming>) -> Respons
         Some(Fault::ResetBefore) => return reset(kill).await,
         _ => {}
     }
-    let (low, high) = (
-        state.delay_min_ms.load(Ordering::Relaxed),
-        state.delay_ms.load(Ordering::Relaxed),
-    );
+    let packed = state.delay_ms.load(Ordering::Relaxed);
+    let (low, high) = (packed >> 32, packed & u64::from(u32::MAX));
     if high > 0 {
         let ms = low + state.draw() % (high - low + 1);
         tokio::time::sleep(Duration::from_millis(ms)).await;

@@ -5,7 +5,9 @@
 //! contract and the handler's tests (the dead-letter ones among them) run
 //! on a stack of `infra/template.yaml` deployed to the stand-in, named by
 //! the delivery function's environment as deployed (`tests/src/stack.rs`);
-//! the tests that need a short visibility timeout make their own queues.
+//! the tests that need a short visibility timeout make their own queues on
+//! moto, and the one through `serve` runs on the stand-in
+//! `HOOKLANE_TEST_STANDIN` chooses.
 //! The one operation moto does not implement, `StartMessageMoveTask`, is
 //! covered with `aws-smithy-mocks` at the end.
 

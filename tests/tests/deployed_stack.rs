@@ -4,7 +4,9 @@
 //! offers; `serve --backend aws` runs on a stack's resources without
 //! creating any, named only by a deployed function's environment, and
 //! delivers; and what `serve --backend aws --create-resources` creates
-//! matches what the template declares.
+//! matches what the template declares: queue by queue and the table, on
+//! moto beside a stack, and the dead-letter queues' allow-lists and the
+//! queues' encryption on the fast pair (moto keeps neither).
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
@@ -12,6 +14,8 @@ use std::time::Duration;
 use aws_sdk_sqs::types::QueueAttributeName;
 use hooklane_aws::{AwsEnv, Pool};
 use hooklane_core::config::Config;
+use hooklane_core::domain::{EventId, TenantId};
+use hooklane_core::ports::EventArchive;
 use hooklane_tests::aws::{sdk_on, unique_prefix, Standin};
 use hooklane_tests::child::{self, free_port, hooklane_binary, Killed, State};
 use hooklane_tests::stack::{deploy, Deployed};
@@ -48,7 +52,7 @@ async fn attributes(sqs: &aws_sdk_sqs::Client, url: &str) -> BTreeMap<String, St
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_function_reads_its_environment_as_deployed_in_every_mode() {
-    let modes: [&'static [(&str, &str)]; 4] = [
+    let modes: [&'static [(&str, &str)]; 5] = [
         &[],
         &[
             ("AuthMode", "JWT"),
@@ -57,6 +61,10 @@ async fn every_function_reads_its_environment_as_deployed_in_every_mode() {
         ],
         &[("TableBillingMode", "PROVISIONED")],
         &[("FanOutInApi", "false")],
+        &[
+            ("ApiReservedConcurrency", "5"),
+            ("DeliveryReservedConcurrency", "50"),
+        ],
     ];
     let sqs = aws_sdk_sqs::Client::new(&sdk_on(Standin::Moto).await);
     let ddb = aws_sdk_dynamodb::Client::new(&sdk_on(Standin::Moto).await);
@@ -129,14 +137,23 @@ async fn serve_on_a_stack_finds_it_by_a_deployed_functions_environment_and_deliv
         "the event reached the receiver; serve's log:\n{}",
         child::tail(&log, 40)
     );
-    // The deliveries went through the stack's own queue and table.
     let (status, body) = server
         .call("GET", &format!("/v1/tenants/acme/events/{event}"), None)
         .await;
     assert_eq!(status, 200, "{body}");
-    let store = stack.store().await;
-    let queue = attributes(&sqs_client().await, &store.settings().delivery_queue_url).await;
-    assert!(queue["QueueArn"].ends_with("-deliveries.fifo"), "{queue:?}");
+    // serve archived the event in the stack's own table, read here through
+    // the delivery function's names.
+    let archived = stack
+        .store()
+        .await
+        .archive()
+        .get(
+            &TenantId::parse("acme").unwrap(),
+            &EventId::parse(&event).unwrap(),
+        )
+        .await
+        .expect("reading the stack's table");
+    assert!(archived.is_some(), "the event is in the stack's table");
 }
 
 async fn sqs_client() -> aws_sdk_sqs::Client {
@@ -230,4 +247,67 @@ async fn serve_creates_the_queues_and_table_the_template_declares() {
         }
     };
     assert_eq!(table(created.table).await, table(declared.table).await);
+}
+
+/// What moto does not keep, read back from the fast pair (ministack keeps
+/// it): every queue `serve --create-resources` makes is encrypted, and each
+/// dead-letter queue's allow-list names exactly the queues that redrive
+/// into it, as the template's do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serves_dead_letter_queues_take_exactly_the_queues_redriving_into_them() {
+    let sdk = sdk_on(Standin::Fast).await;
+    let created = hooklane_aws::Resources {
+        prefix: unique_prefix(),
+        visibility: Duration::from_secs(90),
+    }
+    .create(&sdk)
+    .await
+    .unwrap();
+    let sqs = aws_sdk_sqs::Client::new(&sdk);
+    let urls = [
+        created.ingest_queue_url.clone(),
+        created.delivery_queue_url.clone(),
+        created.dlq_url.clone(),
+        created.ingest_dlq_url.clone().unwrap(),
+        created.slow_queue_url.clone().unwrap(),
+    ];
+    let mut queues = Vec::new();
+    for url in &urls {
+        queues.push(attributes(&sqs, url).await);
+    }
+    let mut redriving: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for q in &queues {
+        assert_eq!(
+            q.get("SqsManagedSseEnabled").map(String::as_str),
+            Some("true"),
+            "{q:?}"
+        );
+        if let Some(policy) = q.get("RedrivePolicy") {
+            let p: serde_json::Value = serde_json::from_str(policy).unwrap();
+            let target = p["deadLetterTargetArn"].as_str().unwrap().to_owned();
+            redriving
+                .entry(target)
+                .or_default()
+                .push(q["QueueArn"].clone());
+        }
+    }
+    assert_eq!(redriving.len(), 2, "two dead-letter queues: {redriving:?}");
+    for q in &queues {
+        let Some(sources) = redriving.get_mut(&q["QueueArn"]) else {
+            assert!(!q.contains_key("RedriveAllowPolicy"), "{q:?}");
+            continue;
+        };
+        let allow: serde_json::Value =
+            serde_json::from_str(q.get("RedriveAllowPolicy").expect("an allow-list")).unwrap();
+        assert_eq!(allow["redrivePermission"], "byQueue");
+        let mut listed: Vec<String> = allow["sourceQueueArns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap().to_owned())
+            .collect();
+        listed.sort();
+        sources.sort();
+        assert_eq!(&listed, sources, "{}", q["QueueArn"]);
+    }
 }

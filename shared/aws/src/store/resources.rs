@@ -4,8 +4,10 @@
 //! dead-letter queues as a backstop, and each dead-letter queue's allow-list
 //! naming the queues that redrive into it). Used by `serve --backend aws
 //! --create-resources` against a local AWS-compatible server; production
-//! stacks come from the template, and a test compares the two
-//! (`tests/tests/deployed_stack.rs`). Only the visibility timeout differs:
+//! stacks come from the template, and tests compare the two
+//! (`tests/tests/deployed_stack.rs`: queue by queue and the table against
+//! a stack on moto, the allow-lists and encryption on the fast pair, which
+//! keeps them). Only the visibility timeout differs:
 //! here it is the caller's (six attempt timeouts for `serve`), in the
 //! template six function timeouts.
 
