@@ -54,27 +54,17 @@ echo "== cfn-lint infra/template.yaml; the deploy-time rules (tests/deploy/rules
 .venv/bin/python tests/deploy/rules.py
 .venv/bin/python -m unittest discover -s tests/deploy -p '*_test.py'
 
+. tests/serve_helpers.sh
+
 echo "== moto server"
 mkdir -p target
-port=$(.venv/bin/python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+port=$(free_port)
 # moto's own server, with each DynamoDB item operation applied whole as
 # DynamoDB applies it (tests/moto_server.py says why).
 .venv/bin/python tests/moto_server.py -H 127.0.0.1 -p "$port" > target/moto.log 2>&1 &
 moto_pid=$!
 trap 'kill "$moto_pid" 2>/dev/null || true' EXIT
-moto_up() {
-  .venv/bin/python -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=1)' \
-    "http://127.0.0.1:$port/moto-api/" > /dev/null 2>&1
-}
-for _ in $(seq 1 100); do
-  if moto_up; then break; fi
-  sleep 0.2
-done
-if ! moto_up; then
-  echo "moto did not start on 127.0.0.1:$port; its log:" >&2
-  cat target/moto.log >&2
-  exit 1
-fi
+wait_up "moto on 127.0.0.1:$port" target/moto.log url_up "http://127.0.0.1:$port/moto-api/"
 export HOOKLANE_TEST_AWS_ENDPOINT="http://127.0.0.1:$port"
 
 echo "== the fast pair: dynoxide (crates.io) for DynamoDB, ministack (PyPI) for SQS and SNS"
@@ -90,9 +80,6 @@ if [ ! -x .venv-ministack/bin/python ]; then
   python3 -m venv .venv-ministack
 fi
 .venv-ministack/bin/pip install --quiet --disable-pip-version-check -r tests/requirements-ministack.txt
-free_port() {
-  .venv/bin/python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
 ddb_port=$(free_port)
 sqs_port=$(free_port)
 target/tools/bin/dynoxide --host 127.0.0.1 --port "$ddb_port" --log quiet > target/dynoxide.log 2>&1 &
@@ -103,18 +90,10 @@ ministack_pid=$!
 trap 'kill "$moto_pid" "$dynoxide_pid" "$ministack_pid" 2>/dev/null || true' EXIT
 fast_up() {
   target/tools/bin/dynoxide healthcheck --port "$ddb_port" --timeout 1 > /dev/null 2>&1 &&
-    .venv/bin/python -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=1)' \
-      "http://127.0.0.1:$sqs_port/_ministack/health" > /dev/null 2>&1
+    url_up "http://127.0.0.1:$sqs_port/_ministack/health"
 }
-for _ in $(seq 1 100); do
-  if fast_up; then break; fi
-  sleep 0.2
-done
-if ! fast_up; then
-  echo "the fast pair did not start (dynoxide on $ddb_port, ministack on $sqs_port); their logs:" >&2
-  cat target/dynoxide.log target/ministack.log >&2
-  exit 1
-fi
+wait_up "the fast pair (dynoxide on $ddb_port, ministack on $sqs_port)" \
+  "target/dynoxide.log target/ministack.log" fast_up
 export HOOKLANE_TEST_DYNAMODB_ENDPOINT="http://127.0.0.1:$ddb_port"
 export HOOKLANE_TEST_SQS_ENDPOINT="http://127.0.0.1:$sqs_port"
 

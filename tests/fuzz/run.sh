@@ -18,28 +18,17 @@ bin="${HOOKLANE_FUZZ_BIN:-target/debug/hooklane}"
 if [ -z "${HOOKLANE_FUZZ_BIN:-}" ]; then
   cargo build -p hooklane --locked
 fi
+. tests/serve_helpers.sh
 mkdir -p target
 dir=$(mktemp -d)
-port=$(.venv/bin/python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+port=$(free_port)
 token="fuzz-token-0123456789abcdef"
 HOOKLANE_API_TOKEN="$token" HOOKLANE_ALLOW_HTTP=true HOOKLANE_ALLOW_PRIVATE_TARGETS=true \
   RUST_LOG=warn "$bin" serve --listen "127.0.0.1:$port" --db "$dir/fuzz.db" \
   > target/fuzz-serve.log 2>&1 &
 serve_pid=$!
 trap 'kill "$serve_pid" 2>/dev/null || true; wait "$serve_pid" 2>/dev/null || true; rm -rf "$dir"' EXIT
-up() {
-  .venv/bin/python -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=1)' \
-    "http://127.0.0.1:$port/healthz" > /dev/null 2>&1
-}
-for _ in $(seq 1 100); do
-  if up; then break; fi
-  sleep 0.2
-done
-if ! up; then
-  echo "hooklane serve did not start on 127.0.0.1:$port; its log:" >&2
-  cat target/fuzz-serve.log >&2
-  exit 1
-fi
+wait_up "hooklane serve on 127.0.0.1:$port" target/fuzz-serve.log url_up "http://127.0.0.1:$port/healthz"
 
 PYTHONPATH=tests/fuzz SCHEMATHESIS_HOOKS=hooks .venv/bin/schemathesis run \
   "http://127.0.0.1:$port/openapi.json" \
