@@ -65,6 +65,29 @@ pub fn after_outcome(end: &End, timed_out: bool, pool: Pool, spilling: bool) -> 
     }
 }
 
+/// Whether a delivery's lane moves to the slow pool before any attempt
+/// in the main pool: its first attempt (`attempts` 0), to an endpoint that
+/// has not shown it answers (`answers`, [`crate::domain::Health::answers`]),
+/// received when the pool is `behind` ([`behind`]). Attempted, it could
+/// only hold a main-pool invocation for the first cut-off and then move
+/// the lane; moved at once, a wall of new hung endpoints drains at the
+/// speed of a hand-over, and a new endpoint that answers is delivered by
+/// the slow pool and comes back.
+pub fn moves_untried(pool: Pool, attempts: u32, answers: bool, behind: bool) -> bool {
+    pool == Pool::MainWithSlowPool && attempts == 0 && !answers && behind
+}
+
+/// Whether the main pool is behind, as a message received for the first
+/// time sees it: it `waited` in the queue longer than the pool's first
+/// cut-off (`cut_off`; none where the pool has no slow pool beside it).
+pub fn behind(
+    first_receive: bool,
+    waited: std::time::Duration,
+    cut_off: Option<std::time::Duration>,
+) -> bool {
+    first_receive && cut_off.is_some_and(|cut| waited > cut)
+}
+
 /// What becomes of the queue message that carried a delivery.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MessageNext {

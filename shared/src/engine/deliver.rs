@@ -50,7 +50,7 @@ impl Engine {
             Ok(ready) => ready,
             Err(step) => return Ok(step),
         };
-        if !self.ports.lanes.here(d).await? {
+        if !self.ports.lanes.here(d, &sub).await? {
             return Ok(Step::Elsewhere);
         }
         let now = self.ports.clock.now();

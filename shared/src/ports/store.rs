@@ -297,10 +297,12 @@ pub trait LaneQueue: Send + Sync {
     /// crash in between, never count it twice).
     async fn finish(&self, d: &Delivery, finish: &Finish) -> StoreResult<Finished>;
     /// Whether this process makes `d`'s attempt, right after its
-    /// subscription was read: a queue with a pool for slow lanes (AWS)
-    /// answers `false` in the main pool for a lane that moved there, and
-    /// the runner hands the delivery over. Default: here.
-    async fn here(&self, _d: &Delivery) -> StoreResult<bool> {
+    /// subscription `sub` was read: a queue with a pool for slow lanes
+    /// (AWS) answers `false` in the main pool for a lane that moved there,
+    /// or that it moves there now (a first attempt to an endpoint that has
+    /// not shown it answers, while the pool is behind), and the runner
+    /// hands the delivery over. Default: here.
+    async fn here(&self, _d: &Delivery, _sub: &Subscription) -> StoreResult<bool> {
         Ok(true)
     }
 

@@ -236,6 +236,19 @@ pub(crate) fn first_receive(m: &SqsMessage) -> bool {
         .is_some_and(|c| c == "1")
 }
 
+/// How long a message waited in its queue since it was sent (its
+/// `SentTimestamp`; zero when not said).
+pub(crate) fn waited(m: &SqsMessage) -> std::time::Duration {
+    let sent = m
+        .attributes
+        .get("SentTimestamp")
+        .and_then(|t| t.parse::<i64>().ok());
+    let now = hooklane_core::record::ms(time::OffsetDateTime::now_utc());
+    sent.map_or(std::time::Duration::ZERO, |sent| {
+        std::time::Duration::from_millis(now.saturating_sub(sent).max(0) as u64)
+    })
+}
+
 /// The body of a message that does not parse, as it is kept in a
 /// dead-letter queue (which takes no empty body).
 pub(crate) fn unreadable_body(m: &SqsMessage) -> &str {

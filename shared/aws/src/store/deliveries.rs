@@ -40,7 +40,7 @@
 use std::collections::HashMap;
 
 use async_trait::async_trait;
-use hooklane_core::domain::{Delivery, Health, Retake, SubscriptionId};
+use hooklane_core::domain::{Delivery, Health, Retake, Subscription, SubscriptionId};
 use hooklane_core::health::HealthWrite;
 use hooklane_core::lane_rules::{self, LanePlan};
 use hooklane_core::ports::{
@@ -184,8 +184,8 @@ impl LaneQueue for AwsStore {
         Ok(taken)
     }
 
-    async fn here(&self, d: &Delivery) -> StoreResult<bool> {
-        self.attempts_here(d).await
+    async fn here(&self, d: &Delivery, sub: &Subscription) -> StoreResult<bool> {
+        self.attempts_here(d, sub).await
     }
 
     async fn tenant_slot(
@@ -363,9 +363,10 @@ impl AwsStore {
         retries: bool,
     ) -> StoreResult<()> {
         if plan.to_slow_pool {
-            match self.mark_slow(lane, plan.start_spill, retries).await {
-                Ok(true) => return Ok(()),
-                Ok(false) => {}
+            let why = super::slow_pool::Moved::TimedOut;
+            match self.mark_slow(lane, plan.start_spill, retries, why).await {
+                Ok(true) if plan.start_spill => return Ok(()),
+                Ok(_) => {}
                 Err(e) => {
                     tracing::warn!(error = %Chain(&e), "moving a lane to the slow pool failed")
                 }

@@ -54,6 +54,7 @@ mod lane_flags;
 mod overview;
 mod placements;
 pub mod rates;
+mod received;
 pub mod records;
 mod resources;
 mod sending;
@@ -81,8 +82,9 @@ use crate::Settings;
 
 pub(crate) use items::errors::{backend, cancelled_by_condition, is_condition_failed};
 
+pub use received::Received;
 pub use resources::Resources;
-pub use slow_pool::{Handover, Received, DUE};
+pub use slow_pool::{Handover, DUE};
 pub use table::Table;
 
 pub(crate) use items::attrs::{

@@ -7,6 +7,14 @@
 //!   most; one cut off there is a timeout like any other (it counts, and
 //!   retries on the ladder), and it sets the lane's `slow` flag on the
 //!   subscription item (`slow` for lane 0, `slow_n` for lane n).
+//! - A first attempt to an endpoint that has not shown it answers, received
+//!   after waiting in the queue longer than the first cut-off (the pool is
+//!   behind: a wall of new endpoints, many of them perhaps hung), moves
+//!   the lane without an attempt, its message's mark in the same write
+//!   ([`hooklane_core::lane_rules::moves_untried`]): each such attempt
+//!   could only hold a main-pool invocation for the cut-off, so a burst of
+//!   new hung receivers drains at hand-over speed. A new endpoint that
+//!   answers is delivered by the slow pool and comes back at once.
 //! - The main pool hands a slow lane's messages over instead of attempting
 //!   them: the engine asks [`AwsStore::here`] right after its consistent
 //!   read of the subscription, and the delivery function forwards the
@@ -39,15 +47,14 @@
 //! ([`super::slow_lanes`]).
 
 use std::collections::HashMap;
-use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use hooklane_core::domain::{Delivery, SubscriptionId, TenantId};
+use hooklane_core::domain::{Delivery, Subscription, SubscriptionId, TenantId};
+use hooklane_core::lane_rules;
 use hooklane_core::ports::StoreResult;
 
 use super::items::lanes::{lane_attr, SLOW, SPILLING};
+use super::received::Received;
 use super::spill::Lane;
 use super::{backend, is_condition_failed, took_effect, AwsStore, Pool};
 use crate::messages::dedup_id;
@@ -88,35 +95,14 @@ pub(crate) fn mark_of(group: &str, body: &str) -> String {
     dedup_id(&[group, body])
 }
 
-tokio::task_local! {
-    /// The queue message whose step runs in this task, so that the write
-    /// moving its lane to the slow pool also writes its hand-over mark.
-    static RECEIVED: Arc<Received>;
-}
-
-/// A message of the main pool's queue, as received: its group and body,
-/// and whether its mark was written with its lane's move to the slow pool
-/// (then its hand-over sends it without a write of its own).
-#[derive(Debug)]
-pub struct Received {
-    group: String,
-    body: String,
-    marked: AtomicBool,
-}
-
-impl Received {
-    /// Runs `step` (the engine's step of the message with group `group`
-    /// and body `body`) with the message at hand; also says whether the
-    /// message's mark was written meanwhile.
-    pub async fn scope<T>(group: &str, body: &str, step: impl Future<Output = T>) -> (T, bool) {
-        let received = Arc::new(Received {
-            group: group.to_owned(),
-            body: body.to_owned(),
-            marked: AtomicBool::new(false),
-        });
-        let out = RECEIVED.scope(received.clone(), step).await;
-        (out, received.marked.load(Ordering::Acquire))
-    }
+/// Why a lane moves to the slow pool.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Moved {
+    /// An attempt in the main pool was cut off.
+    TimedOut,
+    /// A first attempt to an endpoint that has not shown it answers, while
+    /// the main pool is behind ([`lane_rules::moves_untried`]).
+    Untried,
 }
 
 /// One message being handed over: its subscription, lane, group and body.
@@ -154,12 +140,28 @@ impl AwsStore {
     }
 
     /// Whether the main pool attempts `d` (see [`super::lane_change`] for
-    /// the placement, noted by the engine's read just before).
-    pub(crate) async fn attempts_here(&self, d: &Delivery) -> StoreResult<bool> {
+    /// the placement, noted by the engine's read of `sub` just before): not
+    /// when its lane is in the slow pool, nor when it moves there now
+    /// ([`lane_rules::moves_untried`]: a first attempt to an endpoint that
+    /// has not shown it answers, received when the pool is behind; the
+    /// move writes the message's mark too).
+    pub(crate) async fn attempts_here(
+        &self,
+        d: &Delivery,
+        sub: &Subscription,
+    ) -> StoreResult<bool> {
         if self.pool == Pool::Slow || !self.has_slow_pool() {
             return Ok(true);
         }
-        Ok(!self.is_slow(&d.tenant, &d.subscription_id, d.lane).await?)
+        if self.is_slow(&d.tenant, &d.subscription_id, d.lane).await? {
+            return Ok(false);
+        }
+        let behind = Received::current().is_some_and(|m| m.behind);
+        if !lane_rules::moves_untried(self.rules_pool(), d.attempts, sub.health.answers(), behind) {
+            return Ok(true);
+        }
+        let lane = (&d.tenant, &d.subscription_id, d.lane);
+        Ok(!self.mark_slow(lane, false, true, Moved::Untried).await?)
     }
 
     /// Whether a lane is in the slow pool: moved there by this process or
@@ -194,16 +196,17 @@ impl AwsStore {
             .is_some_and(|p| p.slow.contains(&lane)))
     }
 
-    /// Moves a lane to the slow pool (an attempt in the main pool timed
-    /// out), and when `spill`, starts its spill in the same write (the
-    /// timed-out delivery waits for its retry): `true` when it did both.
-    /// When `handing_over` (the delivery retries, so its message goes to
-    /// the slow queue next), the same write sets the message's mark.
+    /// Moves a lane to the slow pool (`why`), and when `spill`, starts its
+    /// spill in the same write (the timed-out delivery waits for its
+    /// retry): `true` when the lane moved. When `handing_over` (the
+    /// delivery's message goes to the slow queue next), the same write sets
+    /// the message's mark.
     pub(crate) async fn mark_slow(
         &self,
         lane: Lane<'_>,
         spill: bool,
         handing_over: bool,
+        why: Moved,
     ) -> StoreResult<bool> {
         let (tenant, sub, lane) = lane;
         if self.pool == Pool::Slow || !self.has_slow_pool() {
@@ -216,7 +219,7 @@ impl AwsStore {
             names.insert("#flag".to_owned(), lane_attr(SPILLING, lane));
             set.push("#flag = :t");
         }
-        let received = RECEIVED.try_with(Arc::clone).ok().filter(|_| handing_over);
+        let received = Received::current().filter(|_| handing_over);
         if let Some(m) = &received {
             names.insert("#mark".to_owned(), mark_attr(sub, &m.group));
             values.insert(":mark".to_owned(), string_attr(mark_of(&m.group, &m.body)));
@@ -234,19 +237,25 @@ impl AwsStore {
             return Ok(false);
         }
         if let Some(m) = received {
-            m.marked.store(true, Ordering::Release);
+            m.note_marked();
         }
         self.subs.placements.note_slow(sub, lane, true);
         self.note_slow_lane(tenant, sub, lane).await;
         if spill {
             self.subs.lane_flags.note(sub, lane, true);
         }
+        let why = match why {
+            Moved::TimedOut => "an attempt timed out in the main pool",
+            Moved::Untried => {
+                "a first attempt to an endpoint not known to answer waited past the first cut-off"
+            }
+        };
         tracing::info!(
             subscription_id = sub.as_str(),
             lane,
-            "an attempt timed out in the main pool: the lane moves to the slow pool"
+            "{why}: the lane moves to the slow pool"
         );
-        Ok(spill)
+        Ok(true)
     }
 
     /// Hands a message of a slow lane over to the slow queue; `false` when

@@ -245,13 +245,16 @@ async fn attempt(
         return (back_off(ctx, m, due - now).await, false, None);
     }
     let d = delivery_of(p, &record, now);
-    // In the main pool the step runs with the message at hand: a timeout
-    // that moves the lane to the slow pool writes the message's hand-over
-    // mark in the same write.
+    // In the main pool the step runs with the message at hand: a move of
+    // the lane to the slow pool (a timeout, or a first attempt to an
+    // endpoint not known to answer while the pool is behind) writes the
+    // message's hand-over mark in the same write.
     let deliver = ctx.engine.deliver(&d, p.carried.clone());
     let (stepped, marked) = match m.body.as_deref() {
         Some(body) if ctx.store.pool() == Pool::Main => {
-            Received::scope(&super::group_of(m), body, deliver).await
+            let cut_off = ctx.engine.config.unproven_cut_off;
+            let behind = lane_rules::behind(super::first_receive(m), super::waited(m), cut_off);
+            Received::scope((&super::group_of(m), body), behind, deliver).await
         }
         _ => (deliver.await, false),
     };
