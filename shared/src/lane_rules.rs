@@ -18,6 +18,7 @@
 
 use time::{Duration, OffsetDateTime};
 
+use crate::domain::Health;
 use crate::engine::Step;
 use crate::ports::End;
 
@@ -67,14 +68,17 @@ pub fn after_outcome(end: &End, timed_out: bool, pool: Pool, spilling: bool) -> 
 
 /// Whether a delivery's lane moves to the slow pool before any attempt
 /// in the main pool: its first attempt (`attempts` 0), to an endpoint that
-/// has not shown it answers (`answers`, [`crate::domain::Health::answers`]),
-/// received when the pool is `behind` ([`behind`]). Attempted, it could
-/// only hold a main-pool invocation for the first cut-off and then move
-/// the lane; moved at once, a wall of new hung endpoints drains at the
-/// speed of a hand-over, and a new endpoint that answers is delivered by
-/// the slow pool and comes back.
-pub fn moves_untried(pool: Pool, attempts: u32, answers: bool, behind: bool) -> bool {
-    pool == Pool::MainWithSlowPool && attempts == 0 && !answers && behind
+/// has not shown it answers at all (its last delivery neither arrived nor
+/// got an HTTP answer: a new endpoint, or one that timed out or could not
+/// be reached), received when the pool is `behind` ([`behind`]).
+/// Attempted, it could only hold a main-pool invocation for the first
+/// cut-off and then move the lane; moved at once, a wall of new hung
+/// endpoints drains at the speed of a hand-over, and a new endpoint that
+/// answers is delivered (or parked, failing at once) by the slow pool and
+/// comes back. An endpoint that answers with errors stays in the main pool.
+pub fn moves_untried(pool: Pool, attempts: u32, health: &Health, behind: bool) -> bool {
+    let answered = health.answers() || health.last_status_code.is_some();
+    pool == Pool::MainWithSlowPool && attempts == 0 && !answered && behind
 }
 
 /// Whether the main pool is behind, as a message received for the first
@@ -297,5 +301,48 @@ mod tests {
                 "{step:?}"
             );
         }
+    }
+
+    #[test]
+    fn only_a_first_attempt_to_an_endpoint_never_answering_moves_while_the_pool_is_behind() {
+        let main = Pool::MainWithSlowPool;
+        let new = Health::default();
+        let delivered = Health {
+            last_outcome: Some("delivered".into()),
+            last_status_code: Some(204),
+            ..Health::default()
+        };
+        let failing = Health {
+            last_outcome: Some("parked".into()),
+            last_status_code: Some(500),
+            consecutive_failures: 3,
+            ..Health::default()
+        };
+        let timing_out = Health {
+            last_outcome: Some("parked".into()),
+            last_error: Some("timeout".into()),
+            consecutive_failures: 3,
+            ..Health::default()
+        };
+        assert!(moves_untried(main, 0, &new, true));
+        assert!(moves_untried(main, 0, &timing_out, true));
+        assert!(!moves_untried(main, 0, &new, false), "the pool keeps up");
+        assert!(!moves_untried(main, 0, &delivered, true), "it answers");
+        assert!(
+            !moves_untried(main, 0, &failing, true),
+            "it answers, with errors"
+        );
+        assert!(!moves_untried(main, 1, &new, true), "tried before");
+        assert!(!moves_untried(Pool::Other, 0, &new, true), "no slow pool");
+    }
+
+    #[test]
+    fn behind_is_a_first_receive_that_waited_past_the_cut_off() {
+        let s = std::time::Duration::from_millis;
+        let cut = Some(s(1000));
+        assert!(behind(true, s(1001), cut));
+        assert!(!behind(true, s(1000), cut));
+        assert!(!behind(false, s(5000), cut), "a message received again");
+        assert!(!behind(true, s(5000), None), "no first cut-off here");
     }
 }

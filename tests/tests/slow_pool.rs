@@ -294,7 +294,8 @@ async fn a_lane_moved_by_one_message_comes_back_when_that_message_is_delivered()
 /// A first attempt to a new endpoint, received after waiting in the queue
 /// past the first cut-off (1 s, the default), goes to the slow pool with no
 /// attempt in the main pool: a receiver that answers in 2 s is delivered
-/// at its first attempt there. With the pool keeping up, the same receiver
+/// at its first attempt there, and one that fails at once is parked there
+/// and its lane comes back. With the pool keeping up, the same receiver
 /// is cut off in the main pool first (shown first, as the control). The
 /// main pool is one invocation here, held by another tenant's request
 /// that waits on a gate while the new endpoint's event queues behind it.
@@ -342,6 +343,10 @@ async fn a_new_endpoints_first_attempt_waits_for_no_cut_off_when_the_pool_is_beh
     );
     rx.set_default("late", Reply::Slow(Duration::from_secs(2), 204));
     let late = server.subscribe("acme", &rx.url("late"), &["*"]).await;
+    // A new endpoint that fails at once moves too, and comes back when its
+    // delivery is parked after answers in time.
+    rx.set_default("failing", Reply::Status(500));
+    server.subscribe("acme", &rx.url("failing"), &["*"]).await;
     let late_id = late["id"].as_str().expect("id");
     let event = server.publish("acme", "o.n", json!({ "n": 1 })).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -360,6 +365,12 @@ async fn a_new_endpoints_first_attempt_waits_for_no_cut_off_when_the_pool_is_beh
         "the first attempt ran in the slow pool: {attempts}"
     );
     assert_eq!(rx.count("late"), 1);
+    assert!(eventually(Duration::from_secs(60), || rx.count("failing") == 2).await);
+    assert_eq!(
+        slow_lanes_reach(&server, 0).await,
+        Some(0),
+        "every lane is back in the main pool, the failing one's too"
+    );
 }
 
 /// The errors of `event`'s attempts in an attempt log, in attempt order

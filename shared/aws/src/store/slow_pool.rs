@@ -33,8 +33,10 @@
 //!   writes its mark with the lane's flag, in one write ([`Received`]).
 //!   When the slow pool finishes the message that carries its group's
 //!   mark, nothing of that group is left in the slow
-//!   queue: the mark goes, and if that message was delivered within
-//!   `HOOKLANE_SLOW_AFTER` and no other group of the lane has a mark, the
+//!   queue: the mark goes, and if that message's last attempt ended within
+//!   `HOOKLANE_SLOW_AFTER` (delivered, or parked after an answer: a
+//!   receiver that fails at once holds no invocation either) and no other
+//!   group of the lane has a mark, the
 //!   flag goes too, in the same conditional write. From then on the main
 //!   pool attempts the lane's messages again, none of them behind one still
 //!   in the slow queue.
@@ -157,7 +159,7 @@ impl AwsStore {
             return Ok(false);
         }
         let behind = Received::current().is_some_and(|m| m.behind);
-        if !lane_rules::moves_untried(self.rules_pool(), d.attempts, sub.health.answers(), behind) {
+        if !lane_rules::moves_untried(self.rules_pool(), d.attempts, &sub.health, behind) {
             return Ok(true);
         }
         let lane = (&d.tenant, &d.subscription_id, d.lane);
@@ -315,8 +317,9 @@ impl AwsStore {
     }
 
     /// The slow pool finished a message: when it carries its group's mark,
-    /// the mark goes, and, when `fast` (delivered within
-    /// `HOOKLANE_SLOW_AFTER`) and no other group of the lane has one, the
+    /// the mark goes, and, when `fast` (its last attempt ended, delivered
+    /// or parked, within `HOOKLANE_SLOW_AFTER`) and no other group of the
+    /// lane has one, the
     /// lane goes back to the main pool.
     pub async fn finished_slow(&self, h: &Handover<'_>, fast: bool) -> StoreResult<()> {
         let mark = mark_of(h.group, h.body);

@@ -75,11 +75,13 @@ async fn process_in_pool(ctx: &Deliver, m: SqsMessage) -> Outcome {
         return process(ctx, &m).await.0;
     }
     let started = std::time::Instant::now();
-    let (outcome, delivered) = process(ctx, &m).await;
+    let (outcome, attempted) = process(ctx, &m).await;
     if outcome != Outcome::Done {
         return outcome;
     }
-    let fast = delivered && started.elapsed() < ctx.engine.config.slow_after;
+    // Its last attempt ended in time (delivered, or parked after an answer:
+    // a receiver that fails at once holds no invocation either).
+    let fast = attempted && started.elapsed() < ctx.engine.config.slow_after;
     let Some(body) = m.body.as_deref() else {
         return outcome;
     };
@@ -149,7 +151,8 @@ async fn hand_over_as(
     }
 }
 
-/// One message: what it came to, and whether it was delivered.
+/// One message: what it came to, and whether its delivery ended with an
+/// attempt (delivered, or parked).
 async fn process(ctx: &Deliver, m: &SqsMessage) -> (Outcome, bool) {
     let m = m.clone();
     let p = match parse(&m) {
@@ -192,7 +195,8 @@ async fn process(ctx: &Deliver, m: &SqsMessage) -> (Outcome, bool) {
         first => first,
     };
     let step = if skipped { None } else { step };
-    (outcome, step == Some(Step::Ended(End::Delivered)))
+    let attempted = matches!(step, Some(Step::Ended(End::Delivered | End::Parked(_))));
+    (outcome, attempted)
 }
 
 /// When a message the main pool just handed over is due (its `due`
