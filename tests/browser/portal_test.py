@@ -10,7 +10,13 @@ start a recovery, re-enable a suspended endpoint, and check that
 a read-only session has no write controls and its writes are refused, that
 an expired session says so and stops, and that a receiver's response
 holding `<script>` and `<img onerror>` shows as text and nothing runs.
-A screenshot of each page goes to the folder given as the first argument.
+Then every page (endpoints, an endpoint, events, an event, dead letters)
+at 1280 and 390 px: no text reading `null`, `undefined`, `NaN` or
+`[object Object]`, no sideways scroll, no button over three lines of its
+text, no console error or failed request on load, every in-portal link
+leading to a page that is not an error; and the notice after Add and
+Save is in view. A screenshot of each page at each width goes to the
+folder given as the first argument.
 
 Usage: python tests/browser/portal_test.py SCREENSHOT_DIR [aws]
 
@@ -160,6 +166,111 @@ def start_server(workdir, backend):
 
 
 TOKEN_SECRET = "portal-bearer-never-shown"
+WIDTHS = (1280, 390)
+PAGES = ("endpoints", "endpoint", "events", "event", "dead-letters")
+
+# Text nodes outside payloads and responses that a page must never show.
+BAD_TEXT = r"""() => {
+  const bad = [];
+  const walk = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+    if (n.parentElement.closest("pre, code, script, style")) continue;
+    if (/\b(null|undefined|NaN)\b|\[object Object\]/.test(n.textContent)) bad.push(n.textContent.trim());
+  }
+  return bad;
+}"""
+
+# Buttons taller than three lines of their own text.
+TALL_BUTTONS = r"""() => [...document.querySelectorAll("button")].filter((b) => {
+  const r = b.getBoundingClientRect();
+  if (!r.height) return false;
+  const cs = getComputedStyle(b);
+  const line = parseFloat(cs.lineHeight) || parseFloat(cs.fontSize) * 1.45;
+  const extra = parseFloat(cs.paddingTop) + parseFloat(cs.paddingBottom)
+    + parseFloat(cs.borderTopWidth) + parseFloat(cs.borderBottomWidth);
+  return r.height > 3 * line + extra + 1;
+}).map((b) => b.textContent)"""
+
+
+class Watch:
+    """Console errors and failed requests of a page (4xx and 5xx answers
+    included), since the last `clear`."""
+
+    def __init__(self, page):
+        self.problems = []
+        page.on("console", lambda m: m.type == "error" and self.problems.append(f"console: {m.text}"))
+        page.on("pageerror", lambda e: self.problems.append(f"page error: {e}"))
+        page.on("requestfailed", lambda r: self.problems.append(f"failed: {r.url}"))
+        page.on("response", lambda r: r.status >= 400 and self.problems.append(f"{r.status}: {r.url}"))
+
+    def clear(self):
+        self.problems.clear()
+
+
+def load(page, watch, url):
+    """Opens a portal page and waits for it to be drawn; nothing failed on
+    the way."""
+    watch.clear()
+    page.goto(url)
+    expect(page.locator("main h1")).to_be_visible()
+    expect(page.locator("main")).not_to_contain_text("Loading…")
+    page.wait_for_load_state("networkidle")
+    assert watch.problems == [], f"{url}: {watch.problems}"
+
+
+def look(page, watch, name, shots, width):
+    """The visual checks of the page on screen, and its screenshot."""
+    heading = page.locator("main h1").inner_text()
+    assert heading != "Something went wrong", f"{name}: {page.locator('main').inner_text()}"
+    assert page.evaluate(BAD_TEXT) == [], f"{name} at {width}px shows {page.evaluate(BAD_TEXT)}"
+    wide = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+    assert wide <= 0, f"{name} at {width}px scrolls sideways by {wide}px"
+    assert page.evaluate(TALL_BUTTONS) == [], f"{name} at {width}px: buttons over three lines {page.evaluate(TALL_BUTTONS)}"
+    assert watch.problems == [], f"{name}: {watch.problems}"
+    page.screenshot(path=f"{shots}/{name}-{width}.png", full_page=True)
+
+
+def links_lead_somewhere(page, watch, base, name):
+    """Every in-portal link on the page opens a page that is not an error."""
+    hrefs = sorted(set(page.eval_on_selector_all("main a[href^='#/'], header a[href^='#/']",
+                                                  "as => as.map((a) => a.getAttribute('href'))")))
+    for href in hrefs:
+        load(page, watch, base + href)
+        heading = page.locator("main h1").inner_text()
+        assert heading != "Something went wrong", f"{name}'s link {href}: {page.locator('main').inner_text()}"
+
+
+def in_view(page, what):
+    """The notice an action just brought is inside the viewport."""
+    box = page.locator("#notice").bounding_box()
+    height = page.evaluate("window.innerHeight")
+    assert box and box["y"] >= 0 and box["y"] + box["height"] <= height, f"{what}: the notice is out of view ({box})"
+
+
+def every_page(browser, shots, api, tenant, ids):
+    """Each page at 1280 and 390 px: drawn without an error, a stray
+    `null`, sideways scroll, a button over three lines, a console error or
+    a failed request; every link on it leads to a page that is not an
+    error; a screenshot of each."""
+    link = session_link(api, tenant, False)
+    for width in WIDTHS:
+        page = browser.new_page(viewport={"width": width, "height": 900})
+        watch = Watch(page)
+        load(page, watch, link)
+        base = page.url.split("#")[0]
+        hashes = {"endpoints": "#/endpoints", "endpoint": f"#/endpoints/{ids['endpoint']}",
+                  "events": "#/events", "event": f"#/events/{ids['event']}", "dead-letters": "#/dead-letters"}
+        for name in PAGES:
+            load(page, watch, base + hashes[name])
+            look(page, watch, name, shots, width)
+            links_lead_somewhere(page, watch, base, name)
+        # An event search by a pattern says what to write instead.
+        load(page, watch, base + "#/events")
+        page.fill("#type", "invoice.*")
+        page.click("button:text('Filter')")
+        expect(page.locator("#notice")).to_contain_text("one exact type")
+        expect(page.get_by_role("heading", name="Events")).to_be_visible()
+        page.close()
 
 
 def ok_requests(kind=None):
@@ -176,6 +287,7 @@ def endpoint_options(page, shots, api, tenant):
     page.fill("#auth-secret", TOKEN_SECRET)
     page.click("button:text('Save')")
     expect(page.locator("#notice")).to_contain_text("Saved")
+    in_view(page, "Save")
     expect(page.locator("main")).to_contain_text("Authorization: bearer")
     expect(page.locator("#filter-view")).to_contain_text('"$gte": 100')
     assert TOKEN_SECRET not in page.content(), "the token is shown back"
@@ -219,7 +331,7 @@ def run(shots, api, receiver_base):
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=os.environ.get("HOOKLANE_CHROMIUM", "/usr/bin/chromium"),
                                     args=["--no-sandbox"])
-        page = browser.new_page(viewport={"width": 1100, "height": 900})
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
         dialogs = []
         page.on("dialog", lambda d: (dialogs.append(d.message), d.accept()))
         page.goto(session_link(api, tenant, False))
@@ -238,6 +350,8 @@ def run(shots, api, receiver_base):
         page.keyboard.type("orders")
         page.keyboard.press("Enter")
         expect(page.get_by_role("link", name=f"{receiver_base}/ok")).to_be_visible()
+        expect(page.locator("#notice")).to_contain_text("Endpoint added")
+        in_view(page, "Add endpoint")
 
         # Publish an event; see its delivery and attempt.
         event = api.ok("POST", f"/v1/tenants/{tenant}/events", {"type": "order.paid", "data": {"total": 42}})
@@ -296,6 +410,13 @@ def run(shots, api, receiver_base):
         expect(page.locator("#notice")).to_contain_text("active again")
         expect(page.locator("main")).to_contain_text("active")
         assert dialogs == [], f"dialogs opened: {dialogs}"
+
+        # The probe's row in the attempt log names the probe and links
+        # nowhere.
+        attempts = page.locator("#attempts")
+        expect(attempts).to_contain_text("endpoint.probe")
+        assert attempts.locator("a[href*='probe_']").count() == 0, "the probe's row links to an event"
+        every_page(browser, shots, api, tenant, {"endpoint": gone["id"], "event": event["id"]})
 
         # A read-only session: no write controls, and writes refused.
         ro = browser.new_page(viewport={"width": 390, "height": 844})

@@ -248,7 +248,42 @@ async fn a_recovery_redelivers_exactly_what_was_missed_in_its_window_in_order(ba
     );
 }
 
+/// A recovery whose window opens before the endpoint was created sends it
+/// nothing accepted before then: it never subscribed to those events.
+async fn a_recovery_sends_nothing_accepted_before_the_endpoint_existed(backend: Backend) {
+    let rx = Receiver::start().await;
+    rx.set_default("early", Reply::Status(204));
+    rx.set_default("new", Reply::Status(204));
+    let server = Server::start_on(backend, test_env(&[])).await;
+    server.subscribe("acme", &rx.url("early"), &["*"]).await;
+    publish(&server, "before-1").await;
+    publish(&server, "before-2").await;
+    assert!(eventually(WAIT, || ns(&rx, "early").len() == 2).await);
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let new = server.subscribe("acme", &rx.url("new"), &["*"]).await;
+    publish(&server, "after").await;
+    assert!(eventually(WAIT, || ns(&rx, "new").len() == 1).await);
+    let since = (time::OffsetDateTime::now_utc() - time::Duration::minutes(5))
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap();
+    let path = format!(
+        "/v1/tenants/acme/subscriptions/{}/recover",
+        new["id"].as_str().unwrap()
+    );
+    let (status, answer) = server
+        .call("POST", &path, Some(json!({ "since": since })))
+        .await;
+    assert_eq!(
+        (status, &answer["recovering"]),
+        (202, &json!(1)),
+        "only the event accepted since it was created: {answer}"
+    );
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(ns(&rx, "new"), ["after"], "nothing from before it existed");
+}
+
 on_both_backends!(
     a_test_event_arrives_signed_once_at_its_subscription_alone,
     a_recovery_redelivers_exactly_what_was_missed_in_its_window_in_order,
+    a_recovery_sends_nothing_accepted_before_the_endpoint_existed,
 );

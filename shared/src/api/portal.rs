@@ -1,5 +1,5 @@
 //! The tenant portal's page (G14), compiled into the binary: `GET
-//! /portal/` and its script and stylesheet, with no auth (every call the
+//! /portal/` and its scripts, stylesheet and icon, with no auth (every call the
 //! page makes carries its session). Served with a Content-Security-Policy
 //! that allows scripts, styles and calls from this origin only (no inline
 //! script), frames only from `HOOKLANE_PORTAL_FRAME_ANCESTORS`, no
@@ -17,6 +17,7 @@ const INDEX: &str = include_str!("portal/index.html");
 const SCRIPT: &str = include_str!("portal/portal.js");
 const OPTIONS_SCRIPT: &str = include_str!("portal/options.js");
 const STYLE: &str = include_str!("portal/portal.css");
+const ICON: &str = include_str!("portal/favicon.svg");
 
 /// The policy of every portal response, with who may frame it.
 fn policy(frame_ancestors: Option<&str>) -> String {
@@ -75,6 +76,10 @@ pub(super) fn routes() -> Router<AppState> {
             get(|State(s): State<AppState>| async move {
                 asset(&s, "text/css; charset=utf-8", STYLE)
             }),
+        )
+        .route(
+            "/portal/favicon.svg",
+            get(|State(s): State<AppState>| async move { asset(&s, "image/svg+xml", ICON) }),
         )
 }
 

@@ -162,13 +162,16 @@ impl Engine {
     /// earlier recovery) is merged in: the job covers both windows, from
     /// the earlier start. Answers how many events of the window the
     /// subscription receives, read through once after the job started
-    /// (the backfill skips those it got or that are pending).
+    /// (the backfill skips those it got or that are pending). A window
+    /// that opens before the subscription was created starts at its
+    /// creation: what was accepted before it existed was never its to miss.
     pub async fn recover(
         &self,
         sub: &Subscription,
         since: OffsetDateTime,
         until: OffsetDateTime,
     ) -> StoreResult<u64> {
+        let since = since.max(sub.created_at);
         let backfills = &self.ports.backfills;
         let mut job = BackfillJob {
             tenant: sub.tenant.clone(),

@@ -89,28 +89,20 @@ function optionsView(sub) {
   ];
 }
 
-// The local time an hour ago, as a datetime-local input takes it.
-function hourAgo() {
-  const d = new Date(Date.now() - 3600e3);
-  d.setMinutes(d.getMinutes() - d.getTimezoneOffset());
-  return d.toISOString().slice(0, 16);
-}
-
 function endpointTools(sub, id) {
   if (sub.status !== "active") return [];
-  const since = el("input", { id: "recover-since", type: "datetime-local", value: hourAgo() });
+  const since = timeInput("recover-since", field(new Date(Date.now() - 3600e3)));
   const test = () => act(async () => {
     const sent = await api("POST", `/subscriptions/${id}/test`, {});
     notice(`Test event ${sent.event_id} sent.`);
   }, null, true);
   const recover = () => act(async () => {
-    const when = new Date(since.value);
-    if (isNaN(when)) throw new Error("Recover: choose a time.");
-    const r = await api("POST", `/subscriptions/${id}/recover`, { since: when.toISOString() });
-    notice(`Recovering: ${r.recovering} event(s) since ${when.toLocaleString()} are looked at; what was not delivered is sent again.`);
+    const from = parseField(since.value, "Recover since");
+    const r = await api("POST", `/subscriptions/${id}/recover`, { since: from.toISOString() });
+    notice(`Recovering: ${r.recovering} event(s) since ${when(from)} are looked at; what was not delivered is sent again.`);
   }, null, true);
   return [el("section", { id: "tools" }, el("h2", {}, "Tools"),
     el("button", { type: "button", id: "send-test", onclick: test }, "Send test event"),
-    el("label", { for: "recover-since" }, "Recover what was not delivered since"), since,
+    el("label", { for: "recover-since" }, `Recover what was not delivered since (${zoneName(new Date())})`), since,
     el("button", { type: "button", id: "recover", onclick: recover }, "Recover"))];
 }
