@@ -77,15 +77,23 @@ function show(...nodes) {
   main.replaceChildren(...nodes.flat().filter((n) => n !== null && n !== undefined && n !== false));
 }
 
-// The tenant's endpoints' URLs by id, read once per page drawn (pages name
+// The tenant's endpoints by id, read once per page drawn (pages name
 // endpoints by URL; one deleted since shows its id).
-async function endpointUrls() {
+async function endpointsById() {
   const page = await api("GET", "/subscriptions?limit=250");
-  return new Map(page.items.map((s) => [s.id, s.url]));
+  return new Map(page.items.map((s) => [s.id, s]));
 }
 
-function endpointLink(urls, id) {
-  return el("a", { href: `#/endpoints/${encodeURIComponent(id)}`, class: "url" }, urls.get(id) || id);
+function endpointLink(subs, id) {
+  const sub = subs.get(id);
+  return el("a", { href: `#/endpoints/${encodeURIComponent(id)}`, class: "url" }, sub ? sub.url : id);
+}
+
+// A delivery's state as the tenant sees it: one still pending at a
+// suspended endpoint waits for it to be re-enabled (held), not a retry.
+function deliveryState(d, subs) {
+  const sub = subs.get(d.subscription_id);
+  return d.state === "pending" && sub && sub.status === "suspended" ? "held (endpoint suspended)" : d.state;
 }
 
 function b64json(part) {
@@ -376,10 +384,10 @@ async function knownTypes() {
 
 async function eventPage(id) {
   const e = await api("GET", `/events/${encodeURIComponent(id)}`);
-  const urls = await endpointUrls();
+  const subs = await endpointsById();
   const rows = e.deliveries.map((d) => el("tr", {},
-    el("td", {}, endpointLink(urls, d.subscription_id)),
-    el("td", {}, d.state), el("td", {}, String(d.attempts)), el("td", {}, d.last_status_code ? String(d.last_status_code) : "—")));
+    el("td", {}, endpointLink(subs, d.subscription_id)),
+    el("td", {}, deliveryState(d, subs)), el("td", {}, String(d.attempts)), el("td", {}, d.last_status_code ? String(d.last_status_code) : "—")));
   show(el("p", {}, el("a", { href: "#/events" }, "← Events")), el("h1", {}, e.type),
     el("p", { class: "muted" }, `${e.id} · ${when(e.created_at)}`),
     el("h2", {}, "Payload"), el("pre", { id: "payload" }, JSON.stringify(e.data, null, 2)),
@@ -390,20 +398,24 @@ async function eventPage(id) {
 
 async function deadLettersPage() {
   const page = await api("GET", "/dead-letters?limit=250");
-  const urls = await endpointUrls();
+  const subs = await endpointsById();
   const replay = (body, what) => act(() => api("POST", "/dead-letters/replay", body), `${what} replayed.`);
+  // At phone width the time goes under the event and the reason and
+  // count are left out, so that the replay buttons stay in view.
   const rows = page.items.map((d) => el("tr", {},
-    el("td", {}, when(d.parked_at)),
-    el("td", {}, el("a", { href: `#/events/${encodeURIComponent(d.event_id)}` }, d.event_type)),
-    el("td", {}, endpointLink(urls, d.subscription_id)),
-    el("td", { class: "wide" }, d.reason), el("td", {}, String(d.attempts)),
+    el("td", { class: "wide" }, when(d.parked_at)),
+    el("td", {}, el("a", { href: `#/events/${encodeURIComponent(d.event_id)}` }, d.event_type),
+      el("div", { class: "narrow muted" }, when(d.parked_at))),
+    el("td", {}, endpointLink(subs, d.subscription_id)),
+    el("td", { class: "wide" }, d.reason), el("td", { class: "wide" }, String(d.attempts)),
     el("td", { class: "actions" }, ...writable(
       el("button", { type: "button", onclick: () => replay({ subscription_id: d.subscription_id, event_ids: [d.event_id] }, "Delivery") }, "Replay"),
-      el("button", { type: "button", class: "plain", onclick: () => replay({ subscription_id: d.subscription_id }, "Every dead letter of the endpoint") }, "Replay all of endpoint")))));
+      el("button", { type: "button", class: "plain", "aria-label": "Replay all of the endpoint's dead letters",
+        onclick: () => replay({ subscription_id: d.subscription_id }, "Every dead letter of the endpoint") }, "Replay all")))));
   show(el("h1", {}, "Dead letters"), el("p", { class: "muted" }, "Deliveries that ran out of retries."),
     el("div", { class: "table" }, el("table", { id: "dead-letters" },
-      el("thead", {}, el("tr", {}, el("th", {}, "Parked"), el("th", {}, "Event"), el("th", {}, "Endpoint"),
-        el("th", { class: "wide" }, "Why"), el("th", {}, "Attempts"), el("th", {}, ""))),
+      el("thead", {}, el("tr", {}, el("th", { class: "wide" }, "Parked"), el("th", {}, "Event"), el("th", {}, "Endpoint"),
+        el("th", { class: "wide" }, "Why"), el("th", { class: "wide" }, "Attempts"), el("th", {}, ""))),
       el("tbody", {}, rows.length ? rows : el("tr", {}, el("td", { colspan: 6 }, "No dead letters."))))));
 }
 
