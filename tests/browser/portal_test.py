@@ -212,6 +212,9 @@ def load(page, watch, url):
     the way."""
     watch.clear()
     page.goto(url)
+    # A change of the address's fragment draws the page anew, after the
+    # calls it makes: wait for the page drawn for this address.
+    page.wait_for_function("() => document.getElementById('main').dataset.drawn === location.hash")
     expect(page.locator("main h1")).to_be_visible()
     expect(page.locator("main")).not_to_contain_text("Loading…")
     page.wait_for_load_state("networkidle")

@@ -435,6 +435,8 @@ async function route() {
   } catch (e) {
     if (!state.stopped) show(el("h1", {}, "Something went wrong"), el("p", {}, e.message));
   }
+  // Which address the page on screen was drawn for (what a test waits on).
+  document.getElementById("main").dataset.drawn = location.hash;
 }
 
 window.addEventListener("DOMContentLoaded", () => {
