@@ -262,12 +262,7 @@ async fn a_lane_moved_by_one_message_comes_back_when_that_message_is_delivered()
     // Its retry is delivered in the slow pool, and recorded; the lane
     // comes back right after (a second's margin for that write).
     let timed_out_then_delivered = vec![json!("timeout"), Value::Null];
-    let end = Instant::now() + Duration::from_secs(60);
-    let mut attempts = attempt_log(&server, sub_id).await;
-    while errors_of(&attempts, &first) != timed_out_then_delivered && Instant::now() < end {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        attempts = attempt_log(&server, sub_id).await;
-    }
+    let attempts = errors_become(&server, sub_id, &first, &timed_out_then_delivered).await;
     assert_eq!(
         errors_of(&attempts, &first),
         timed_out_then_delivered,
@@ -318,13 +313,7 @@ async fn a_new_endpoints_first_attempt_waits_for_no_cut_off_when_the_pool_is_beh
     let early_id = early["id"].as_str().expect("id");
     let event = server.publish("acme", "o.n", json!({ "n": 0 })).await;
     let cut_then_delivered = vec![json!("timeout"), Value::Null];
-    let end = Instant::now() + Duration::from_secs(60);
-    while errors_of(&attempt_log(&server, early_id).await, &event) != cut_then_delivered
-        && Instant::now() < end
-    {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    let attempts = attempt_log(&server, early_id).await;
+    let attempts = errors_become(&server, early_id, &event, &cut_then_delivered).await;
     assert_eq!(
         errors_of(&attempts, &event),
         cut_then_delivered,
@@ -352,13 +341,7 @@ async fn a_new_endpoints_first_attempt_waits_for_no_cut_off_when_the_pool_is_beh
     tokio::time::sleep(Duration::from_secs(2)).await;
     gate.open();
     let delivered = vec![Value::Null];
-    let end = Instant::now() + Duration::from_secs(60);
-    while errors_of(&attempt_log(&server, late_id).await, &event) != delivered
-        && Instant::now() < end
-    {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    let attempts = attempt_log(&server, late_id).await;
+    let attempts = errors_become(&server, late_id, &event, &delivered).await;
     assert_eq!(
         errors_of(&attempts, &event),
         delivered,
@@ -371,6 +354,19 @@ async fn a_new_endpoints_first_attempt_waits_for_no_cut_off_when_the_pool_is_beh
         Some(0),
         "every lane is back in the main pool, the failing one's too"
     );
+}
+
+/// Polls the attempt log of `sub_id` until `event`'s errors are `want`
+/// (within 60 s); the log as last read.
+async fn errors_become(server: &Server, sub_id: &str, event: &str, want: &[Value]) -> Value {
+    let end = Instant::now() + Duration::from_secs(60);
+    loop {
+        let attempts = attempt_log(server, sub_id).await;
+        if errors_of(&attempts, event) == want || Instant::now() > end {
+            return attempts;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 /// The errors of `event`'s attempts in an attempt log, in attempt order
