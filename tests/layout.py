@@ -1,7 +1,7 @@
 """The source layout's rules, checked by the test command (tests/run.sh).
 
-- No source file in `shared/` or `functions/` has more than 400 lines
-  before its unit tests (a file's `#[cfg(test)]` module at the end), and
+- No source file in `shared/` or `functions/` (Rust, and the portal's
+  JavaScript and CSS) has more than 400 lines before its unit tests (a file's `#[cfg(test)]` module at the end), and
   no function there has more than 60 (its signature to its closing brace;
   tests and the storage contract's checks aside).
 - No import circle between the modules of `shared/aws/src`: a module
@@ -86,6 +86,12 @@ def long_files():
         for name, at, n in functions(lines):
             if n > MAX_FN_LINES:
                 out.append(f"{rel}:{at}: fn {name} has {n} lines (at most {MAX_FN_LINES})")
+    for top in ("shared", "functions"):
+        for path in sorted((ROOT / top).rglob("*")):
+            if path.suffix in (".js", ".css") and "target" not in path.parts:
+                n = len(path.read_text().splitlines())
+                if n > MAX_LINES:
+                    out.append(f"{path.relative_to(ROOT)}: {n} lines (at most {MAX_LINES})")
     return out
 
 

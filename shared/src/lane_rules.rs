@@ -75,21 +75,32 @@ pub fn after_outcome(end: &End, timed_out: bool, pool: Pool, spilling: bool) -> 
 /// cut-off and then move the lane; moved at once, a wall of new hung
 /// endpoints drains at the speed of a hand-over, and a new endpoint that
 /// answers is delivered (or parked, failing at once) by the slow pool and
-/// comes back. An endpoint that answers with errors stays in the main pool.
+/// comes back. An endpoint whose last delivery ended with an HTTP answer,
+/// an error included, stays in the main pool (health is written when a
+/// delivery ends: a new endpoint with several lanes whose first delivery
+/// still retries on errors can have lanes moved meanwhile, which come back
+/// as their messages there end).
 pub fn moves_untried(pool: Pool, attempts: u32, health: &Health, behind: bool) -> bool {
     let answered = health.answers() || health.last_status_code.is_some();
     pool == Pool::MainWithSlowPool && attempts == 0 && !answered && behind
 }
 
+/// How much longer than the first cut-off a message must have waited to
+/// count as behind: a poll's pause (Lambda's pollers long-poll and receive
+/// at once; `serve`'s stand-in pauses up to a second on an idle queue), so
+/// that an idle queue never reads as a pool behind.
+pub const POLL_ALLOWANCE: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Whether the main pool is behind, as a message received for the first
 /// time sees it: it `waited` in the queue longer than the pool's first
-/// cut-off (`cut_off`; none where the pool has no slow pool beside it).
+/// cut-off (`cut_off`; none where the pool has no slow pool beside it) and
+/// a poll's pause ([`POLL_ALLOWANCE`]).
 pub fn behind(
     first_receive: bool,
     waited: std::time::Duration,
     cut_off: Option<std::time::Duration>,
 ) -> bool {
-    first_receive && cut_off.is_some_and(|cut| waited > cut)
+    first_receive && cut_off.is_some_and(|cut| waited > cut + POLL_ALLOWANCE)
 }
 
 /// What becomes of the queue message that carried a delivery.
@@ -340,8 +351,11 @@ mod tests {
     fn behind_is_a_first_receive_that_waited_past_the_cut_off() {
         let s = std::time::Duration::from_millis;
         let cut = Some(s(1000));
-        assert!(behind(true, s(1001), cut));
-        assert!(!behind(true, s(1000), cut));
+        assert!(behind(true, s(2001), cut));
+        assert!(
+            !behind(true, s(2000), cut),
+            "a poll's pause past the cut-off"
+        );
         assert!(!behind(false, s(5000), cut), "a message received again");
         assert!(!behind(true, s(5000), None), "no first cut-off here");
     }

@@ -221,6 +221,14 @@ def load(page, watch, url):
     assert watch.problems == [], f"{url}: {watch.problems}"
 
 
+# Buttons not wholly in the window without scrolling (a table's own
+# sideways scroll included).
+OFF_SCREEN_BUTTONS = r"""() => [...document.querySelectorAll("main button")].filter((b) => {
+  const r = b.getBoundingClientRect();
+  return r.width && (r.left < 0 || r.right > window.innerWidth + 1);
+}).map((b) => b.textContent)"""
+
+
 def look(page, watch, name, shots, width):
     """The visual checks of the page on screen, and its screenshot."""
     heading = page.locator("main h1").inner_text()
@@ -229,6 +237,7 @@ def look(page, watch, name, shots, width):
     wide = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
     assert wide <= 0, f"{name} at {width}px scrolls sideways by {wide}px"
     assert page.evaluate(TALL_BUTTONS) == [], f"{name} at {width}px: buttons over three lines {page.evaluate(TALL_BUTTONS)}"
+    assert page.evaluate(OFF_SCREEN_BUTTONS) == [], f"{name} at {width}px: buttons out of view {page.evaluate(OFF_SCREEN_BUTTONS)}"
     assert watch.problems == [], f"{name}: {watch.problems}"
     page.screenshot(path=f"{shots}/{name}-{width}.png", full_page=True)
 

@@ -16,6 +16,8 @@ use super::AppState;
 const INDEX: &str = include_str!("portal/index.html");
 const SCRIPT: &str = include_str!("portal/portal.js");
 const OPTIONS_SCRIPT: &str = include_str!("portal/options.js");
+const TIMES_SCRIPT: &str = include_str!("portal/times.js");
+const HISTORY_SCRIPT: &str = include_str!("portal/history.js");
 const STYLE: &str = include_str!("portal/portal.css");
 const ICON: &str = include_str!("portal/favicon.svg");
 
@@ -69,6 +71,18 @@ pub(super) fn routes() -> Router<AppState> {
             "/portal/options.js",
             get(|State(s): State<AppState>| async move {
                 asset(&s, "text/javascript; charset=utf-8", OPTIONS_SCRIPT)
+            }),
+        )
+        .route(
+            "/portal/times.js",
+            get(|State(s): State<AppState>| async move {
+                asset(&s, "text/javascript; charset=utf-8", TIMES_SCRIPT)
+            }),
+        )
+        .route(
+            "/portal/history.js",
+            get(|State(s): State<AppState>| async move {
+                asset(&s, "text/javascript; charset=utf-8", HISTORY_SCRIPT)
             }),
         )
         .route(

@@ -7,8 +7,9 @@
 //!   most; one cut off there is a timeout like any other (it counts, and
 //!   retries on the ladder), and it sets the lane's `slow` flag on the
 //!   subscription item (`slow` for lane 0, `slow_n` for lane n).
-//! - A first attempt to an endpoint that has not shown it answers, received
-//!   after waiting in the queue longer than the first cut-off (the pool is
+//! - A first attempt to an endpoint that never answered, received after
+//!   waiting in the queue longer than the first cut-off and a poll's pause
+//!   (the pool is
 //!   behind: a wall of new endpoints, many of them perhaps hung), moves
 //!   the lane without an attempt, its message's mark in the same write
 //!   ([`hooklane_core::lane_rules::moves_untried`]): each such attempt

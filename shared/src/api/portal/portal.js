@@ -26,44 +26,6 @@ function el(tag, attrs, ...children) {
   return node;
 }
 
-// Every time the portal shows is the browser's local time, written one
-// way (2026-12-07 19:14:46 GMT+1), and every time it takes is written the
-// same way, without the seconds and the zone.
-function pad(n) {
-  return String(n).padStart(2, "0");
-}
-
-function zoneName(d) {
-  const part = new Intl.DateTimeFormat("en", { timeZoneName: "short" }).formatToParts(d)
-    .find((x) => x.type === "timeZoneName");
-  return part ? part.value : "";
-}
-
-function when(t) {
-  const d = t ? new Date(t) : null;
-  if (!d || isNaN(d)) return "—";
-  const day = `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}`;
-  return `${day} ${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())} ${zoneName(d)}`.trim();
-}
-
-// A local time as a time field shows it (YYYY-MM-DD HH:MM).
-function field(d) {
-  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${pad(d.getHours())}:${pad(d.getMinutes())}`;
-}
-
-// A time field's value as a Date; throws naming the field when it does not
-// read as YYYY-MM-DD HH:MM.
-function parseField(value, name) {
-  const m = /^\s*(\d{4})-(\d{2})-(\d{2})(?:[ T](\d{2}):(\d{2}))?\s*$/.exec(value);
-  const d = m ? new Date(+m[1], m[2] - 1, +m[3], +(m[4] || 0), +(m[5] || 0)) : null;
-  if (!d || isNaN(d) || d.getMonth() !== m[2] - 1) throw new Error(`${name}: write a time as YYYY-MM-DD HH:MM (your local time, ${zoneName(new Date())}).`);
-  return d;
-}
-
-function timeInput(id, value) {
-  return el("input", { id, name: id, inputmode: "numeric", placeholder: "YYYY-MM-DD HH:MM", value: value || "", autocomplete: "off" });
-}
-
 // The notice stays in view at the top of the window (sticky), wherever
 // the control that brought it is.
 function notice(text, error) {
@@ -75,25 +37,6 @@ function notice(text, error) {
 function show(...nodes) {
   const main = document.getElementById("main");
   main.replaceChildren(...nodes.flat().filter((n) => n !== null && n !== undefined && n !== false));
-}
-
-// The tenant's endpoints by id, read once per page drawn (pages name
-// endpoints by URL; one deleted since shows its id).
-async function endpointsById() {
-  const page = await api("GET", "/subscriptions?limit=250");
-  return new Map(page.items.map((s) => [s.id, s]));
-}
-
-function endpointLink(subs, id) {
-  const sub = subs.get(id);
-  return el("a", { href: `#/endpoints/${encodeURIComponent(id)}`, class: "url" }, sub ? sub.url : id);
-}
-
-// A delivery's state as the tenant sees it: one still pending at a
-// suspended endpoint waits for it to be re-enabled (held), not a retry.
-function deliveryState(d, subs) {
-  const sub = subs.get(d.subscription_id);
-  return d.state === "pending" && sub && sub.status === "suspended" ? "held (endpoint suspended)" : d.state;
 }
 
 function b64json(part) {
@@ -232,12 +175,12 @@ async function endpointsPage() {
       return api("POST", "/subscriptions", body);
     }, "Endpoint added.");
   });
-  show(el("h1", {}, "Endpoints"),
+  return [el("h1", {}, "Endpoints"),
     el("div", { class: "table" }, el("table", {},
       el("thead", {}, el("tr", {}, el("th", {}, "URL"), el("th", {}, "Status"), el("th", { class: "wide" }, "Lanes"),
         el("th", { class: "wide" }, "Rate limit"), el("th", {}, "Health"))),
       el("tbody", {}, rows.length ? rows : el("tr", {}, el("td", { colspan: 5 }, "No endpoints yet."))))),
-    ...writable(create));
+    ...writable(create)];
 }
 
 function chart(attempts) {
@@ -251,9 +194,9 @@ function chart(attempts) {
 function attemptRows(items) {
   return items.map((a) => el("tr", {},
     el("td", {}, when(a.started_at)),
-    el("td", {}, a.event_id.startsWith("evt_")
-      ? el("a", { href: `#/events/${encodeURIComponent(a.event_id)}` }, a.event_type || a.event_id)
-      : el("span", { class: "muted" }, "endpoint.probe (re-enable's test request)")),
+    el("td", {}, String(a.outcome).startsWith("probe_")
+      ? el("span", { class: "muted" }, "endpoint.probe (re-enable's test request)")
+      : el("a", { href: `#/events/${encodeURIComponent(a.event_id)}` }, a.event_type || a.event_id)),
     el("td", {}, String(a.attempt)),
     el("td", { class: a.outcome === "delivered" || a.outcome === "probe_succeeded" ? "ok" : "bad" }, `${a.outcome}${a.status_code ? ` ${a.status_code}` : ""}`),
     el("td", { class: "wide" }, `${a.duration_ms} ms`),
@@ -318,7 +261,7 @@ async function endpointPage(id) {
   const sub = await api("GET", `/subscriptions/${id}`);
   const attempts = await api("GET", `/subscriptions/${id}/attempts?limit=50`);
   const h = sub.health || {};
-  show(el("p", {}, el("a", { href: "#/endpoints" }, "← Endpoints")),
+  return [el("p", {}, el("a", { href: "#/endpoints" }, "← Endpoints")),
     el("h1", {}, sub.url),
     el("section", {},
       el("p", {}, "Status: ", statusCell(sub), ` · lanes ${sub.lanes} · `, sub.rate_limit ? `${sub.rate_limit}/s` : "no rate limit"),
@@ -329,114 +272,34 @@ async function endpointPage(id) {
     ...suspended(sub, id),
     ...writable(...endpointTools(sub, id)),
     el("h2", {}, "Recent attempts"), ...chart(attempts.items), ...attemptLog(id, attempts),
-    ...writable(...endpointActions(sub, id)));
-}
-
-// ---------------------------------------------------------------- events and dead letters
-
-// Event types are matched exactly here (the API's `type` filter): the
-// field offers the exact types the tenant's endpoints name.
-async function eventsPage(query) {
-  const params = new URLSearchParams(query);
-  const since = params.get("since");
-  const form = el("form", { class: "card row", id: "event-filter" },
-    el("div", {}, el("label", { for: "type" }, "Type (exact, e.g. invoice.paid)"),
-      el("input", { id: "type", name: "type", list: "known-types", value: params.get("type") || "" }),
-      el("datalist", { id: "known-types" }, [...await knownTypes()].map((t) => el("option", { value: t })))),
-    el("div", {}, el("label", { for: "since" }, `Since (${zoneName(new Date())})`), timeInput("since", since ? field(new Date(since)) : "")),
-    el("div", {}, el("button", { type: "submit" }, "Filter")));
-  form.addEventListener("submit", (ev) => {
-    ev.preventDefault();
-    const f = new FormData(form);
-    const next = new URLSearchParams();
-    const type = String(f.get("type") || "").trim();
-    try {
-      if (type.includes("*")) throw new Error(`Type: "${type}" is a pattern; events are searched by one exact type, such as ${type.replace(/\*.*$/, "") || "invoice."}paid.`);
-      if (type) next.set("type", type);
-      if (f.get("since")) next.set("since", parseField(String(f.get("since")), "Since").toISOString());
-    } catch (e) {
-      notice(e.message, true);
-      return;
-    }
-    location.hash = `#/events?${next}`;
-  });
-  let page = { items: [], next_cursor: null };
-  try {
-    page = await api("GET", `/events?${params}`);
-  } catch (e) {
-    if (state.stopped) return;
-    notice(`The events could not be listed: ${e.message}`, true);
-  }
-  const rows = page.items.map((e) => el("tr", {},
-    el("td", {}, when(e.created_at)), el("td", {}, e.type),
-    el("td", {}, el("a", { href: `#/events/${encodeURIComponent(e.id)}`, class: "id" }, e.id))));
-  const next = page.next_cursor ? (() => { params.set("cursor", page.next_cursor); return el("a", { href: `#/events?${params}` }, "Older events"); })() : null;
-  show(el("h1", {}, "Events"), form, el("div", { class: "table" }, el("table", {},
-    el("thead", {}, el("tr", {}, el("th", {}, "Time"), el("th", {}, "Type"), el("th", {}, "Id"))),
-    el("tbody", {}, rows.length ? rows : el("tr", {}, el("td", { colspan: 3 }, "No events."))))), next);
-}
-
-// The exact event types the tenant's endpoints name (patterns left out).
-async function knownTypes() {
-  const page = await api("GET", "/subscriptions?limit=250");
-  return new Set(page.items.flatMap((s) => s.event_types).filter((t) => !t.includes("*")).sort());
-}
-
-async function eventPage(id) {
-  const e = await api("GET", `/events/${encodeURIComponent(id)}`);
-  const subs = await endpointsById();
-  const rows = e.deliveries.map((d) => el("tr", {},
-    el("td", {}, endpointLink(subs, d.subscription_id)),
-    el("td", {}, deliveryState(d, subs)), el("td", {}, String(d.attempts)), el("td", {}, d.last_status_code ? String(d.last_status_code) : "—")));
-  show(el("p", {}, el("a", { href: "#/events" }, "← Events")), el("h1", {}, e.type),
-    el("p", { class: "muted" }, `${e.id} · ${when(e.created_at)}`),
-    el("h2", {}, "Payload"), el("pre", { id: "payload" }, JSON.stringify(e.data, null, 2)),
-    el("h2", {}, "Deliveries"), el("div", { class: "table" }, el("table", {},
-      el("thead", {}, el("tr", {}, el("th", {}, "Endpoint"), el("th", {}, "State"), el("th", {}, "Attempts"), el("th", {}, "Last status"))),
-      el("tbody", {}, rows.length ? rows : el("tr", {}, el("td", { colspan: 4 }, "No deliveries."))))));
-}
-
-async function deadLettersPage() {
-  const page = await api("GET", "/dead-letters?limit=250");
-  const subs = await endpointsById();
-  const replay = (body, what) => act(() => api("POST", "/dead-letters/replay", body), `${what} replayed.`);
-  // At phone width the time goes under the event and the reason and
-  // count are left out, so that the replay buttons stay in view.
-  const rows = page.items.map((d) => el("tr", {},
-    el("td", { class: "wide" }, when(d.parked_at)),
-    el("td", {}, el("a", { href: `#/events/${encodeURIComponent(d.event_id)}` }, d.event_type),
-      el("div", { class: "narrow muted" }, when(d.parked_at))),
-    el("td", {}, endpointLink(subs, d.subscription_id)),
-    el("td", { class: "wide" }, d.reason), el("td", { class: "wide" }, String(d.attempts)),
-    el("td", { class: "actions" }, ...writable(
-      el("button", { type: "button", onclick: () => replay({ subscription_id: d.subscription_id, event_ids: [d.event_id] }, "Delivery") }, "Replay"),
-      el("button", { type: "button", class: "plain", "aria-label": "Replay all of the endpoint's dead letters",
-        onclick: () => replay({ subscription_id: d.subscription_id }, "Every dead letter of the endpoint") }, "Replay all")))));
-  show(el("h1", {}, "Dead letters"), el("p", { class: "muted" }, "Deliveries that ran out of retries."),
-    el("div", { class: "table" }, el("table", { id: "dead-letters" },
-      el("thead", {}, el("tr", {}, el("th", { class: "wide" }, "Parked"), el("th", {}, "Event"), el("th", {}, "Endpoint"),
-        el("th", { class: "wide" }, "Why"), el("th", { class: "wide" }, "Attempts"), el("th", {}, ""))),
-      el("tbody", {}, rows.length ? rows : el("tr", {}, el("td", { colspan: 6 }, "No dead letters."))))));
+    ...writable(...endpointActions(sub, id))];
 }
 
 // ---------------------------------------------------------------- router
 
+// Draws the page of the address: each page answers its nodes, drawn only
+// if the address is still the one asked for (a later route draws its own),
+// and marked with the address it was drawn for (what a test waits on).
 async function route() {
   if (expired()) return;
-  const [path, query] = location.hash.slice(1).split("?");
+  const at = location.hash;
+  const [path, query] = at.slice(1).split("?");
+  let nodes;
   try {
     const parts = path.split("/").filter(Boolean).map(decodeURIComponent);
-    if (parts[0] === "endpoints" && parts[1]) await endpointPage(encodeURIComponent(parts[1]));
-    else if (parts[0] === "events" && parts[1]) await eventPage(parts[1]);
-    else if (parts[0] === "events") await eventsPage(query || "");
-    else if (parts[0] === "dead-letters") await deadLettersPage();
-    else await endpointsPage();
-    document.getElementById("main").focus({ preventScroll: true });
+    if (parts[0] === "endpoints" && parts[1]) nodes = await endpointPage(encodeURIComponent(parts[1]));
+    else if (parts[0] === "events" && parts[1]) nodes = await eventPage(parts[1]);
+    else if (parts[0] === "events") nodes = await eventsPage(query || "");
+    else if (parts[0] === "dead-letters") nodes = await deadLettersPage();
+    else nodes = await endpointsPage();
   } catch (e) {
-    if (!state.stopped) show(el("h1", {}, "Something went wrong"), el("p", {}, e.message));
+    nodes = [el("h1", {}, "Something went wrong"), el("p", {}, e.message)];
   }
-  // Which address the page on screen was drawn for (what a test waits on).
-  document.getElementById("main").dataset.drawn = location.hash;
+  if (state.stopped || location.hash !== at || !nodes) return;
+  show(...nodes);
+  const main = document.getElementById("main");
+  main.focus({ preventScroll: true });
+  main.dataset.drawn = at;
 }
 
 window.addEventListener("DOMContentLoaded", () => {
