@@ -13,13 +13,29 @@ use axum::Router;
 
 use super::AppState;
 
-const INDEX: &str = include_str!("portal/index.html");
-const SCRIPT: &str = include_str!("portal/portal.js");
-const OPTIONS_SCRIPT: &str = include_str!("portal/options.js");
-const TIMES_SCRIPT: &str = include_str!("portal/times.js");
-const HISTORY_SCRIPT: &str = include_str!("portal/history.js");
-const STYLE: &str = include_str!("portal/portal.css");
-const ICON: &str = include_str!("portal/favicon.svg");
+/// The portal's files: path, content type, body.
+const ASSETS: [(&str, &str, &str); 7] = [
+    (
+        "/portal/",
+        "text/html; charset=utf-8",
+        include_str!("portal/index.html"),
+    ),
+    ("/portal/portal.js", JS, include_str!("portal/portal.js")),
+    ("/portal/options.js", JS, include_str!("portal/options.js")),
+    ("/portal/times.js", JS, include_str!("portal/times.js")),
+    ("/portal/history.js", JS, include_str!("portal/history.js")),
+    (
+        "/portal/portal.css",
+        "text/css; charset=utf-8",
+        include_str!("portal/portal.css"),
+    ),
+    (
+        "/portal/favicon.svg",
+        "image/svg+xml",
+        include_str!("portal/favicon.svg"),
+    ),
+];
+const JS: &str = "text/javascript; charset=utf-8";
 
 /// The policy of every portal response, with who may frame it.
 fn policy(frame_ancestors: Option<&str>) -> String {
@@ -53,48 +69,15 @@ fn asset(state: &AppState, content_type: &'static str, body: &'static str) -> Re
 
 /// The portal's routes.
 pub(super) fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/portal", get(|| async { Redirect::permanent("/portal/") }))
-        .route(
-            "/portal/",
-            get(|State(s): State<AppState>| async move {
-                asset(&s, "text/html; charset=utf-8", INDEX)
-            }),
-        )
-        .route(
-            "/portal/portal.js",
-            get(|State(s): State<AppState>| async move {
-                asset(&s, "text/javascript; charset=utf-8", SCRIPT)
-            }),
-        )
-        .route(
-            "/portal/options.js",
-            get(|State(s): State<AppState>| async move {
-                asset(&s, "text/javascript; charset=utf-8", OPTIONS_SCRIPT)
-            }),
-        )
-        .route(
-            "/portal/times.js",
-            get(|State(s): State<AppState>| async move {
-                asset(&s, "text/javascript; charset=utf-8", TIMES_SCRIPT)
-            }),
-        )
-        .route(
-            "/portal/history.js",
-            get(|State(s): State<AppState>| async move {
-                asset(&s, "text/javascript; charset=utf-8", HISTORY_SCRIPT)
-            }),
-        )
-        .route(
-            "/portal/portal.css",
-            get(|State(s): State<AppState>| async move {
-                asset(&s, "text/css; charset=utf-8", STYLE)
-            }),
-        )
-        .route(
-            "/portal/favicon.svg",
-            get(|State(s): State<AppState>| async move { asset(&s, "image/svg+xml", ICON) }),
-        )
+    let router = Router::new().route("/portal", get(|| async { Redirect::permanent("/portal/") }));
+    ASSETS
+        .into_iter()
+        .fold(router, |router, (path, content_type, body)| {
+            router.route(
+                path,
+                get(move |State(s): State<AppState>| async move { asset(&s, content_type, body) }),
+            )
+        })
 }
 
 #[cfg(test)]
