@@ -4,9 +4,13 @@
 //! creates no delivery. Parsed once at the edge (bad filters are refused
 //! naming `filter`), kept as its text, compiled again when read.
 //!
-//! An object matches when every member matches its value's member; an
-//! object whose keys all start with `$` is a list of operators, all of
-//! which must match. A missing path matches only `$exists: false`, `$neq`,
+//! An object matches when every member matches its value's member and
+//! every operator (keys starting with `$`) matches the value itself. The
+//! logical operators `$and`, `$or` and `$not` may stand beside members at
+//! any level (`{"amount": {"$gte": 10}, "$or": [...]}` is the AND of all
+//! three); a comparison beside members is refused, as no value is both an
+//! object and a number. A refusal names the JSON path of the part at fault
+//! (`data.amount.$gte`, `$or[1]`). A missing path matches only `$exists: false`, `$neq`,
 //! `$nin`, and a `$not` of what it fails. Comparisons (`$gt` and the rest,
 //! `$prefix`) match only a value of their operand's JSON type; numbers
 //! compare by decimal value ([`Json`]).
@@ -30,12 +34,14 @@ pub struct ContentFilter {
 
 #[derive(Debug, Clone, PartialEq)]
 enum Node {
-    /// Each member against the value's member of that name.
-    Members(Vec<(String, Node)>),
+    /// Each member against the value's member of that name, and every
+    /// operator against the value itself.
+    Object {
+        members: Vec<(String, Node)>,
+        ops: Vec<Op>,
+    },
     /// Equal JSON.
     Equal(Json),
-    /// Every operator.
-    All(Vec<Op>),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -85,7 +91,7 @@ impl ContentFilter {
         }
         Ok(Self {
             text: text.to_owned(),
-            root: node(&doc)?,
+            root: node(&doc, "")?,
         })
     }
 
@@ -120,33 +126,59 @@ pub fn filter_document(event_type: &str, payload: &[u8]) -> Json {
     Json::Object(doc)
 }
 
-fn node(j: &Json) -> Result<Node, Invalid> {
-    let Json::Object(members) = j else {
-        return Ok(Node::Equal(j.clone()));
-    };
-    let operators = members.keys().filter(|k| k.starts_with('$')).count();
-    if operators == 0 {
-        return members
-            .iter()
-            .map(|(k, v)| Ok((k.clone(), node(v)?)))
-            .collect::<Result<_, _>>()
-            .map(Node::Members);
+/// `path` joined with a member's name, as the refusals spell paths.
+fn join(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_owned()
+    } else {
+        format!("{path}.{key}")
     }
-    if operators < members.len() {
-        return Err(invalid(
-            "an object of the filter has operators ($…) and members at once",
-        ));
-    }
-    members
-        .iter()
-        .map(|(k, v)| op(k, v))
-        .collect::<Result<_, _>>()
-        .map(Node::All)
 }
 
-fn op(name: &str, operand: &Json) -> Result<Op, Invalid> {
+/// A refusal of the part at `path`.
+fn at(path: &str, why: impl std::fmt::Display) -> Invalid {
+    if path.is_empty() {
+        invalid(format!("at the top: {why}"))
+    } else {
+        invalid(format!("at `{path}`: {why}"))
+    }
+}
+
+fn node(j: &Json, path: &str) -> Result<Node, Invalid> {
+    let Json::Object(object) = j else {
+        return Ok(Node::Equal(j.clone()));
+    };
+    let (mut members, mut ops) = (Vec::new(), Vec::new());
+    for (k, v) in object {
+        let here = join(path, k);
+        if k.starts_with('$') {
+            ops.push((k.as_str(), op(k, v, &here)?));
+        } else {
+            members.push((k.clone(), node(v, &here)?));
+        }
+    }
+    if let (Some((name, _)), Some((member, _))) = (
+        ops.iter()
+            .find(|(_, o)| !matches!(o, Op::And(_) | Op::Or(_) | Op::Not(_))),
+        members.first(),
+    ) {
+        return Err(at(
+            path,
+            format!(
+                "`{name}` compares the value itself, which has members (`{member}`) here; \
+                 only `$and`, `$or` and `$not` may stand beside members"
+            ),
+        ));
+    }
+    Ok(Node::Object {
+        members,
+        ops: ops.into_iter().map(|(_, o)| o).collect(),
+    })
+}
+
+fn op(name: &str, operand: &Json, path: &str) -> Result<Op, Invalid> {
     use Ordering::{Equal, Greater, Less};
-    let wrong = |takes: &str| invalid(format!("`{name}` takes {takes}"));
+    let wrong = |takes: &str| at(path, format!("`{name}` takes {takes}"));
     let comparable = || match operand {
         Json::Number(_) | Json::String(_) => Ok(operand.clone()),
         _ => Err(wrong("a number or a string")),
@@ -156,7 +188,11 @@ fn op(name: &str, operand: &Json) -> Result<Op, Invalid> {
         _ => Err(wrong("an array")),
     };
     let filters = || match operand {
-        Json::Array(a) if !a.is_empty() => a.iter().map(node).collect::<Result<Vec<_>, _>>(),
+        Json::Array(a) if !a.is_empty() => a
+            .iter()
+            .enumerate()
+            .map(|(i, f)| node(f, &format!("{path}[{i}]")))
+            .collect::<Result<Vec<_>, _>>(),
         _ => Err(wrong("a non-empty array of filters")),
     };
     Ok(match name {
@@ -178,8 +214,8 @@ fn op(name: &str, operand: &Json) -> Result<Op, Invalid> {
         },
         "$and" => Op::And(filters()?),
         "$or" => Op::Or(filters()?),
-        "$not" => Op::Not(Box::new(node(operand)?)),
-        other => return Err(invalid(format!("unknown operator `{other}`"))),
+        "$not" => Op::Not(Box::new(node(operand, path)?)),
+        other => return Err(at(path, format!("unknown operator `{other}`"))),
     })
 }
 
@@ -188,12 +224,16 @@ impl Node {
         match self {
             // A missing path matches no object (`{}` included); each member
             // of a present one is matched against its own path.
-            Self::Members(members) if members.is_empty() => value.is_some(),
-            Self::Members(members) => members
-                .iter()
-                .all(|(k, n)| n.matches(value.and_then(|v| v.member(k)))),
+            Self::Object { members, ops } if members.is_empty() && ops.is_empty() => {
+                value.is_some()
+            }
+            Self::Object { members, ops } => {
+                members
+                    .iter()
+                    .all(|(k, n)| n.matches(value.and_then(|v| v.member(k))))
+                    && ops.iter().all(|op| op.matches(value))
+            }
             Self::Equal(j) => value == Some(j),
-            Self::All(ops) => ops.iter().all(|op| op.matches(value)),
         }
     }
 }

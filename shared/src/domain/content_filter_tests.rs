@@ -106,8 +106,17 @@ fn bad_filters_are_refused_with_the_reason() {
         (r#"{"$or":[]}"#, "`$or` takes a non-empty array of filters"),
         (
             r#"{"data":{"a":{"$eq":1,"b":2}}}"#,
-            "operators ($…) and members at once",
+            "at `data.a`: `$eq` compares the value itself, which has members (`b`)",
         ),
+        (
+            r#"{"data":{"a":{"$gt":{}}}}"#,
+            "at `data.a.$gt`: `$gt` takes a number or a string",
+        ),
+        (
+            r#"{"data":{"$or":[{"a":1},{"b":{"$in":3}}]}}"#,
+            "at `data.$or[1].b.$in`: `$in` takes an array",
+        ),
+        (r#"{"$nope":1}"#, "at `$nope`: unknown operator"),
         (r#"{"timestamp":1}"#, "`timestamp` is neither"),
         ("[1]", "a JSON object"),
         ("{", "is not JSON"),
@@ -117,4 +126,37 @@ fn bad_filters_are_refused_with_the_reason() {
         let e = ContentFilter::parse(bad).expect_err(bad);
         assert!(e.0.contains(why), "{bad}: {e}");
     }
+}
+
+#[test]
+fn members_beside_and_or_not_are_all_required_at_any_level() {
+    // Three levels: the top, `data`, and `data.customer`, each holding
+    // members beside a logical operator.
+    let f = r#"{
+        "type": {"$prefix": "invoice."},
+        "$not": {"data": {"test": true}},
+        "data": {
+            "amount": {"$gte": 10},
+            "$or": [{"vip": true}, {"tier": "gold"}],
+            "customer": {"country": "DE", "$and": [{"age": {"$gte": 18}}, {"age": {"$lt": 65}}]}
+        }
+    }"#;
+    let with = |amount: u32, vip: bool, tier: &str, age: u32, test: bool| {
+        passes(
+            f,
+            &format!(
+                r#"{{"amount":{amount},"vip":{vip},"tier":"{tier}","test":{test},"customer":{{"country":"DE","age":{age}}}}}"#
+            ),
+        )
+    };
+    assert!(with(10, true, "basic", 30, false), "all hold");
+    assert!(with(10, false, "gold", 30, false), "$or by its second");
+    assert!(!with(9, true, "gold", 30, false), "a member fails");
+    assert!(!with(10, false, "basic", 30, false), "$or fails");
+    assert!(!with(10, true, "gold", 70, false), "the nested $and fails");
+    assert!(!with(10, true, "gold", 30, true), "the top's $not fails");
+    assert!(!passes(
+        f,
+        r#"{"amount":10,"vip":true,"customer":{"country":"FR","age":30}}"#
+    ));
 }
