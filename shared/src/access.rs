@@ -167,6 +167,45 @@ pub enum Refused {
     Expired,
 }
 
+/// Why a request speaks for nobody (its 401 says which).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unrecognized {
+    /// No `Authorization` header.
+    Missing,
+    /// An `Authorization` header of another scheme than `Bearer`.
+    NotBearer,
+    /// A bearer token that is not the API token.
+    WrongToken,
+    /// The operator's token where only tenant credentials are taken.
+    OperatorHere,
+    /// A tenant key that is not (or no longer) issued.
+    UnknownKey,
+    /// A portal session not signed by this deployment's portal key.
+    Session(Refused),
+    /// A portal session whose minting key was revoked.
+    SessionKeyRevoked,
+}
+
+impl Unrecognized {
+    /// The 401's detail, in the user's words.
+    pub fn detail(self) -> &'static str {
+        match self {
+            Self::Missing => "send Authorization: Bearer <token>",
+            Self::NotBearer => "the Authorization header must use the Bearer scheme: Bearer <token>",
+            Self::WrongToken => "the bearer token is not this deployment's API token",
+            Self::OperatorHere => {
+                "the portal's API takes a tenant key (hlk_…) or a portal session (hlp_…), not the API token"
+            }
+            Self::UnknownKey => "the tenant key is not known: it was revoked, or never issued here",
+            Self::Session(Refused::Invalid) => {
+                "the portal session is not valid (altered, or signed with another portal key)"
+            }
+            Self::Session(Refused::Expired) => "the portal session has expired: ask for a new portal link",
+            Self::SessionKeyRevoked => "the tenant key that made this portal session was revoked",
+        }
+    }
+}
+
 fn mac(key: &[u8], payload: &str) -> Hmac<Sha256> {
     let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(key).expect("HMAC takes any key");
     mac.update(payload.as_bytes());

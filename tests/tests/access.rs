@@ -324,10 +324,15 @@ async fn a_session_reaches_its_tenant_until_it_expires_and_not_when_tampered(bac
     let (b_payload, _) = forged[4..].split_once('.').expect("payload.tag");
     let (_, a_tag) = token.split_once('.').expect("payload.tag");
     let tampered = format!("hlp_{b_payload}.{a_tag}");
-    for (what, bad) in [("tampered", tampered), ("expired", sign("a", now - 1))] {
+    for (what, bad, says) in [
+        ("tampered", tampered, "not valid"),
+        ("expired", sign("a", now - 1), "has expired"),
+    ] {
         for path in [subs, "/v1/tenants/b/subscriptions"] {
-            let status = server.call_as(&bad, "GET", path, None).await.0;
+            let (status, body) = server.call_as(&bad, "GET", path, None).await;
             assert_eq!(status, 401, "a {what} session on {path}");
+            let detail = body["detail"].as_str().unwrap_or_default();
+            assert!(detail.contains(says), "a {what} session: {body}");
         }
     }
     // The session's life is bounded.
@@ -385,7 +390,14 @@ async fn a_session_a_key_minted_ends_with_the_key(backend: Backend) {
     assert_eq!(server.call_as(&session, "GET", subs, None).await.0, 200);
     let revoke = format!("/v1/tenants/a/api-keys/{id}");
     assert_eq!(server.call("DELETE", &revoke, None).await.0, 204);
-    assert_eq!(server.call_as(&session, "GET", subs, None).await.0, 401);
+    let (status, body) = server.call_as(&session, "GET", subs, None).await;
+    assert_eq!(status, 401, "{body}");
+    assert!(
+        body["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("made this portal session was revoked")),
+        "{body}"
+    );
     assert_eq!(
         server.call_as(&operator_minted, "GET", subs, None).await.0,
         200

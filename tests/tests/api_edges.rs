@@ -432,8 +432,70 @@ async fn paging_five_subscriptions_by_two_gives_2_2_1_items_each_once(backend: B
     );
 }
 
+/// The scheme's name is case-insensitive (RFC 9110 §11.1), and each 401
+/// says what is wrong with what was sent.
+async fn a_lower_case_bearer_is_taken_and_each_401_says_why(backend: Backend) {
+    let server = Server::start_on(backend, test_env(&[])).await;
+    for scheme in ["bearer", "BEARER", "Bearer"] {
+        let auth = format!("{scheme} {TOKEN}");
+        let a = send(&server, "GET", SUBS, None, Some(&auth)).await;
+        assert_eq!(a.status, 200, "{scheme}: {:?}", a.body);
+    }
+    let (_, key) = server
+        .call(
+            "POST",
+            "/v1/tenants/acme/api-keys",
+            Some(json!({"name": "k"})),
+        )
+        .await;
+    let (id, key) = (
+        key["id"].as_str().expect("id"),
+        key["key"].as_str().expect("key"),
+    );
+    let revoke = format!("/v1/tenants/acme/api-keys/{id}");
+    assert_eq!(server.call("DELETE", &revoke, None).await.0, 204);
+    let revoked = format!("Bearer {key}");
+    let operator_on_portal = format!("Bearer {TOKEN}");
+    let portal_subs = format!("/portal/api{SUBS}");
+    let mut failures = Vec::new();
+    for (what, path, auth, says) in [
+        ("no header", SUBS, None, "send Authorization: Bearer"),
+        ("Basic", SUBS, Some("Basic dXNlcjpwYXNz"), "Bearer scheme"),
+        (
+            "a wrong token",
+            SUBS,
+            Some("Bearer wrong-token-0123456789abcdef"),
+            "not this deployment's API token",
+        ),
+        ("a revoked key", SUBS, Some(revoked.as_str()), "revoked"),
+        (
+            "a tampered session",
+            SUBS,
+            Some("Bearer hlp_e30.AAAA"),
+            "portal session is not valid",
+        ),
+        (
+            "the API token on the portal's API",
+            portal_subs.as_str(),
+            Some(operator_on_portal.as_str()),
+            "takes a tenant key",
+        ),
+    ] {
+        let a = send(&server, "GET", path, None, auth).await;
+        let detail = a.body["detail"].as_str().unwrap_or_default();
+        if a.status != 401 || !detail.contains(says) {
+            failures.push(format!(
+                "{what}: {} {detail:?}, wanted 401 saying {says:?}",
+                a.status
+            ));
+        }
+    }
+    assert_none_failed(&failures);
+}
+
 on_both_backends!(
     a_missing_wrong_or_non_bearer_token_gets_401_problem_and_creates_nothing,
+    a_lower_case_bearer_is_taken_and_each_401_says_why,
     healthz_and_the_openapi_3_1_document_answer_without_a_token,
     bad_subscription_inputs_answer_a_problem_naming_the_field_and_create_nothing,
     bad_event_inputs_answer_a_problem_naming_the_field_and_publish_nothing,

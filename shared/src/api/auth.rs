@@ -18,42 +18,58 @@ use subtle::ConstantTimeEq;
 
 use super::error::ApiError;
 use super::{AppState, Auth};
-use crate::access::{Principal, RouteKind, Verdict, KEY_PREFIX, SESSION_PREFIX};
+use crate::access::{Principal, RouteKind, Unrecognized, Verdict, KEY_PREFIX, SESSION_PREFIX};
 use crate::domain::TenantId;
 
 /// The prefix of the tenant routes that take tenant credentials only.
 pub const PORTAL_API: &str = "/portal/api";
 
-/// The bearer token a request presents, if any.
-fn bearer(req: &Request) -> &str {
-    req.headers()
+/// The bearer token a request presents. The scheme's name is
+/// case-insensitive (RFC 9110 §11.1): `bearer` and `BEARER` are taken.
+fn bearer(req: &Request) -> Result<&str, Unrecognized> {
+    let value = req
+        .headers()
         .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .unwrap_or("")
+        .ok_or(Unrecognized::Missing)?;
+    let value = value.to_str().map_err(|_| Unrecognized::NotBearer)?;
+    let (scheme, token) = value.split_once(' ').ok_or(Unrecognized::NotBearer)?;
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        return Err(Unrecognized::NotBearer);
+    }
+    Ok(token.trim_start_matches(' '))
 }
 
-/// Who the request speaks for; `None` answers 401. Under [`PORTAL_API`]
-/// only a tenant credential speaks.
+/// Who the request speaks for, or why nobody (a 401). Under
+/// [`PORTAL_API`] only a tenant credential speaks; behind the gateway
+/// (which checked it) no header is needed elsewhere.
 async fn principal(
     state: &AppState,
-    presented: &str,
+    presented: Result<&str, Unrecognized>,
     portal_api: bool,
-) -> Result<Option<Principal>, ApiError> {
+) -> Result<Result<Principal, Unrecognized>, ApiError> {
+    let presented = match (presented, &state.auth) {
+        (Ok(presented), _) => presented,
+        (Err(_), Auth::Gateway) if !portal_api => return Ok(Ok(Principal::Operator)),
+        (Err(why), _) => return Ok(Err(why)),
+    };
     let tenant_credential =
         presented.starts_with(KEY_PREFIX) || presented.starts_with(SESSION_PREFIX);
     if tenant_credential {
         return Ok(state.engine.principal_of(presented).await?);
     }
     if portal_api {
-        return Ok(None);
+        return Ok(Err(Unrecognized::OperatorHere));
     }
     Ok(match &state.auth {
         // API Gateway let the request through: it is the operator's.
-        Auth::Gateway => Some(Principal::Operator),
+        Auth::Gateway => Ok(Principal::Operator),
         Auth::Token(token) => {
             let same: bool = presented.as_bytes().ct_eq(token.as_bytes()).into();
-            (same && !presented.is_empty()).then_some(Principal::Operator)
+            if same && !presented.is_empty() {
+                Ok(Principal::Operator)
+            } else {
+                Err(Unrecognized::WrongToken)
+            }
         }
     })
 }
@@ -86,8 +102,8 @@ pub(super) async fn authenticate(
 ) -> Response {
     let portal_api = req.uri().path().starts_with(PORTAL_API);
     let who = match principal(&state, bearer(&req), portal_api).await {
-        Ok(Some(who)) => who,
-        Ok(None) => return ApiError::unauthorized().into_response(),
+        Ok(Ok(who)) => who,
+        Ok(Err(why)) => return ApiError::unauthorized(why).into_response(),
         Err(e) => return e.into_response(),
     };
     // The operator's requests (every publish) skip the route's reading.

@@ -7,6 +7,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 use tracing::error;
 
+use crate::access::Unrecognized;
 use crate::ports::StoreError;
 use crate::telemetry::Chain;
 
@@ -70,13 +71,14 @@ impl ApiError {
         .field(field)
     }
 
-    /// 401: missing or wrong bearer token.
-    pub fn unauthorized() -> Self {
+    /// 401: no credential, or one that speaks for nobody (the detail
+    /// says which).
+    pub fn unauthorized(why: Unrecognized) -> Self {
         Self::new(
             StatusCode::UNAUTHORIZED,
             "unauthorized",
             "Unauthorized",
-            "send Authorization: Bearer <token>",
+            why.detail(),
         )
     }
 

@@ -9,48 +9,51 @@ use time::OffsetDateTime;
 use super::Engine;
 use crate::access::{
     self, key_hash, new_key, new_portal_key, sign_session, verify_session, ApiKey, Principal,
-    Session,
+    Refused, Session, Unrecognized,
 };
 use crate::domain::{KeyId, TenantId};
 use crate::ports::StoreResult;
 
 impl Engine {
-    /// The principal a tenant key or portal session speaks for; `None`
-    /// when it is not one (unknown, revoked, expired, tampered).
-    pub async fn principal_of(&self, bearer: &str) -> StoreResult<Option<Principal>> {
+    /// The principal a tenant key or portal session speaks for, or why
+    /// it speaks for nobody (unknown, revoked, expired, tampered).
+    pub async fn principal_of(&self, bearer: &str) -> StoreResult<Result<Principal, Unrecognized>> {
         if bearer.starts_with(access::KEY_PREFIX) {
             let key = self.ports.access.key_by_hash(&key_hash(bearer)).await?;
-            return Ok(key.map(|k| Principal::Tenant {
-                tenant: k.tenant,
-                read_only: k.read_only,
-                session: false,
-                key: Some(k.id),
-            }));
+            return Ok(key
+                .map(|k| Principal::Tenant {
+                    tenant: k.tenant,
+                    read_only: k.read_only,
+                    session: false,
+                    key: Some(k.id),
+                })
+                .ok_or(Unrecognized::UnknownKey));
         }
         if bearer.starts_with(access::SESSION_PREFIX) {
             let key = self.portal_key().await?;
             let now = self.ports.clock.now();
-            let Ok(session) = verify_session(&key, bearer, now) else {
-                return Ok(None);
+            let session = match verify_session(&key, bearer, now) {
+                Ok(session) => session,
+                Err(why) => return Ok(Err(Unrecognized::Session(why))),
             };
             let Ok(tenant) = TenantId::parse(&session.tenant) else {
-                return Ok(None);
+                return Ok(Err(Unrecognized::Session(Refused::Invalid)));
             };
             // A session a key minted ends with that key.
             let minted_by = session.minted_by.as_deref().map(KeyId::parse);
             let key = match minted_by {
                 None => None,
                 Some(Ok(id)) if self.ports.access.has_key(&tenant, &id).await? => Some(id),
-                Some(_) => return Ok(None),
+                Some(_) => return Ok(Err(Unrecognized::SessionKeyRevoked)),
             };
-            return Ok(Some(Principal::Tenant {
+            return Ok(Ok(Principal::Tenant {
                 tenant,
                 read_only: session.read_only,
                 session: true,
                 key,
             }));
         }
-        Ok(None)
+        Ok(Err(Unrecognized::WrongToken))
     }
 
     /// Makes a tenant key: what is stored, and its text (shown once).
