@@ -11,7 +11,8 @@
 #     .venv-ministack), on 127.0.0.1 (stopped on exit): no queue of
 #     calls, for the burst promise and a second run of the AWS tests;
 #   - cargo fmt --check, the source layout (tests/layout.py: no file over
-#     400 lines, no import circle in shared/aws), clippy -D warnings, then
+#     400 lines, no import circle in shared/aws), the Markdown's relative
+#     links (tests/links.py), clippy -D warnings, then
 #     every unit, contract and end-to-end test of the workspace (crates
 #     come from crates.io);
 #   - schemathesis against `hooklane serve` and its /openapi.json
@@ -105,6 +106,10 @@ cargo fmt --all -- --check
 
 echo "== source layout (no file over 400 lines, no function over 60, no import circle in shared/aws)"
 .venv/bin/python tests/layout.py
+
+echo "== links in the Markdown (tests/links.py: every relative link and #anchor leads somewhere)"
+.venv/bin/python tests/links.py
+.venv/bin/python -m unittest discover -s tests -p 'links_test.py'
 
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets --locked --features hooklane/aws -- -D warnings

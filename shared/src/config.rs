@@ -292,6 +292,9 @@ impl Config {
         if let Some(v) = get("HOOKLANE_ALLOW_PRIVATE_TARGETS") {
             c.egress.allow_private = parse_bool("HOOKLANE_ALLOW_PRIVATE_TARGETS", &v)?;
         }
+        if let Some(v) = get("HOOKLANE_ALLOW_METADATA_TARGETS") {
+            c.egress.allow_metadata = parse_bool("HOOKLANE_ALLOW_METADATA_TARGETS", &v)?;
+        }
         if let Some(v) = get("HOOKLANE_TENANT_MAX_IN_FLIGHT").filter(|v| v.trim() != "auto") {
             c.tenant_max_auto = false;
             c.tenant_max_in_flight = whole("HOOKLANE_TENANT_MAX_IN_FLIGHT", &v, 8..=1_000_000)?;

@@ -39,7 +39,7 @@ impl HttpSender {
         let client = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .no_proxy()
-            .dns_resolver(Arc::new(GuardedResolver::new(egress.allow_private, dns)))
+            .dns_resolver(Arc::new(GuardedResolver::new(egress, dns)))
             .timeout(timeout)
             .connect_timeout(timeout)
             .pool_idle_timeout(Duration::from_secs(30))

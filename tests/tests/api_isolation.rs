@@ -54,6 +54,44 @@ async fn the_production_guard_refuses_private_loopback_and_plain_http_urls_at_re
     assert_none_failed(&failures);
 }
 
+/// The quickstart's settings (private targets and plain http allowed)
+/// still refuse the cloud metadata addresses, with a reason saying so.
+async fn the_quickstarts_settings_still_refuse_cloud_metadata_addresses(backend: Backend) {
+    let server = Server::start_on(backend, test_env(&[])).await;
+    let mut failures = Vec::new();
+    for url in [
+        "http://169.254.169.254/latest/meta-data/",
+        "http://169.254.170.2/v2/credentials",
+        "http://[fd00:ec2::254]/latest/",
+        "http://[::ffff:169.254.169.254]/",
+    ] {
+        let body = json!({"url": url, "event_types": ["a.*"]});
+        let a = send_json(&server, "POST", SUBS, Some(body)).await;
+        if let Some(m) = problem_mismatch(&a, 422, Some("url")) {
+            failures.push(format!("{url}: {m}"));
+        } else if !a.body["detail"].to_string().contains("metadata") {
+            failures.push(format!(
+                "{url}: the reason does not say metadata: {}",
+                a.body
+            ));
+        }
+    }
+    if !subscription_items(&server, "acme").await.is_empty() {
+        failures.push("a metadata URL was stored".into());
+    }
+    let lifted = Server::start_on(
+        backend,
+        test_env(&[("HOOKLANE_ALLOW_METADATA_TARGETS", "true")]),
+    )
+    .await;
+    let body = json!({"url": "http://169.254.169.254/x", "event_types": ["a.*"]});
+    let a = send_json(&lifted, "POST", SUBS, Some(body)).await;
+    if a.status != 201 {
+        failures.push(format!("with the flag: {} {}", a.status, a.body));
+    }
+    assert_none_failed(&failures);
+}
+
 async fn the_production_guard_accepts_a_public_https_url(backend: Backend) {
     let server = Server::start_on(backend, production_env()).await;
     // example.com may not resolve here; an unresolvable host is accepted
@@ -289,6 +327,7 @@ async fn a_deleted_subscription_answers_404_to_get_and_to_a_second_delete(backen
 }
 
 on_both_backends!(
+    the_quickstarts_settings_still_refuse_cloud_metadata_addresses,
     the_production_guard_refuses_private_loopback_and_plain_http_urls_at_registration,
     the_production_guard_accepts_a_public_https_url,
     another_tenant_gets_404_for_every_route_on_a_subscription_and_changes_nothing,

@@ -23,7 +23,9 @@
 //!
 //! [`EgressPolicy::allow_private`] (a development flag, off by default) lets
 //! private and loopback targets through; the scheme, host and credential
-//! rules still apply.
+//! rules still apply, and so does the refusal of cloud metadata addresses
+//! ([`is_metadata`]: a webhook must never be able to read an instance's
+//! credentials), which only [`EgressPolicy::allow_metadata`] lifts.
 
 use std::error::Error as StdError;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -38,13 +40,27 @@ use url::{Host, Url};
 /// The longest URL accepted, in bytes.
 const MAX_URL_LEN: usize = 2048;
 
-/// What the egress guard lets through beyond the defaults (both off by default).
+/// What the egress guard lets through beyond the defaults (all off by default).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct EgressPolicy {
     /// Accept plain `http` URLs as well as `https`.
     pub allow_http: bool,
-    /// Accept targets that [`is_forbidden`] refuses (development only).
+    /// Accept targets that [`is_forbidden`] refuses (development only),
+    /// cloud metadata addresses aside.
     pub allow_private: bool,
+    /// Accept the cloud metadata addresses [`is_metadata`] names.
+    pub allow_metadata: bool,
+}
+
+impl EgressPolicy {
+    /// Why `addr` (of `host`) may not be a target under this policy, if so.
+    pub fn refuse(self, host: &str, addr: IpAddr) -> Option<EgressError> {
+        let host = host.to_owned();
+        if !self.allow_metadata && is_metadata(addr) {
+            return Some(EgressError::Metadata { host, addr });
+        }
+        (!self.allow_private && is_forbidden(addr)).then_some(EgressError::Forbidden { host, addr })
+    }
 }
 
 /// Why a URL or a resolved address was refused.
@@ -70,9 +86,39 @@ pub enum EgressError {
         /// The refused address.
         addr: IpAddr,
     },
+    /// The host is, or resolves to, a cloud metadata address.
+    #[error(
+        "{host} is a cloud metadata address ({addr}), refused whatever \
+         HOOKLANE_ALLOW_PRIVATE_TARGETS says (HOOKLANE_ALLOW_METADATA_TARGETS lifts it)"
+    )]
+    Metadata {
+        /// The host as written in the URL (or as asked of the resolver).
+        host: String,
+        /// The metadata address.
+        addr: IpAddr,
+    },
     /// The host does not resolve to any address.
     #[error("{0} does not resolve")]
     Unresolvable(String),
+}
+
+/// The URL parser's refusal in the user's words.
+fn unparsable(e: url::ParseError) -> EgressError {
+    use url::ParseError::*;
+    EgressError::Invalid(
+        match e {
+            RelativeUrlWithoutBase => {
+                "it has no scheme: write it whole, as https://example.com/hooks"
+            }
+            EmptyHost => "its host is empty",
+            InvalidPort => "its port is not a number from 0 to 65535",
+            InvalidIpv4Address => "its host is not a valid IPv4 address",
+            InvalidIpv6Address => "its host is not a valid IPv6 address",
+            InvalidDomainCharacter | IdnaError => "its host is not a valid host name",
+            other => return EgressError::Invalid(other.to_string()),
+        }
+        .to_owned(),
+    )
 }
 
 /// True when the address may never be a delivery target (unless private
@@ -105,21 +151,46 @@ fn is_forbidden_v4(ip: Ipv4Addr) -> bool {
         || a >= 224 // 224/4 multicast, 240/4 reserved, 255.255.255.255 broadcast
 }
 
-fn is_forbidden_v6(ip: Ipv6Addr) -> bool {
+/// The IPv4 address an IPv6 form wraps: IPv4-mapped `::ffff:a.b.c.d`,
+/// IPv4-compatible `::a.b.c.d` (`::` and `::1` as 0.0.0.0/8), NAT64
+/// `64:ff9b::/96` and 6to4 `2002::/16`.
+fn wrapped_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
     let s = ip.segments();
     let embedded = |hi: u16, lo: u16| Ipv4Addr::from((u32::from(hi) << 16) | u32::from(lo));
     if let Some(v4) = ip.to_ipv4_mapped() {
-        return is_forbidden_v4(v4); // ::ffff:a.b.c.d
+        return Some(v4);
     }
-    if s[..6].iter().all(|&x| x == 0) {
-        // IPv4-compatible ::a.b.c.d; also covers :: and ::1 (0.0.0.0/8).
-        return is_forbidden_v4(embedded(s[6], s[7]));
+    if s[..6].iter().all(|&x| x == 0) || s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
+        return Some(embedded(s[6], s[7]));
     }
-    if s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
-        return is_forbidden_v4(embedded(s[6], s[7])); // NAT64 64:ff9b::/96
-    }
-    if s[0] == 0x2002 {
-        return is_forbidden_v4(embedded(s[1], s[2])); // 6to4 2002::/16
+    (s[0] == 0x2002).then(|| embedded(s[1], s[2]))
+}
+
+/// True for the cloud metadata and credential addresses, refused whatever
+/// [`EgressPolicy::allow_private`] says: 169.254.169.0/24 (the instance
+/// metadata of AWS, Google Cloud, Azure, Oracle and DigitalOcean, and
+/// AWS's DNS and time servers), 169.254.170.0/24 (ECS task and EKS pod
+/// credentials), 100.100.100.200 (Alibaba Cloud), 168.63.129.16 (Azure's
+/// host), `fd00:ec2::/32` (AWS's IPv6 metadata), and any IPv6 form
+/// wrapping one of them. A name resolving to one is refused with it.
+pub fn is_metadata(ip: IpAddr) -> bool {
+    let v4 = match ip {
+        IpAddr::V4(v4) => v4,
+        IpAddr::V6(v6) => match wrapped_v4(v6) {
+            Some(v4) => v4,
+            None => return v6.segments()[..2] == [0xfd00, 0x0ec2],
+        },
+    };
+    matches!(
+        v4.octets(),
+        [169, 254, 169 | 170, _] | [100, 100, 100, 200] | [168, 63, 129, 16]
+    )
+}
+
+fn is_forbidden_v6(ip: Ipv6Addr) -> bool {
+    let s = ip.segments();
+    if let Some(v4) = wrapped_v4(ip) {
+        return is_forbidden_v4(v4);
     }
     (s[0] & 0xff00) == 0xff00 // ff00::/8, multicast
         || (s[0] & 0xfe00) == 0xfc00 // fc00::/7, unique-local (incl. fd00:ec2::254)
@@ -143,7 +214,7 @@ pub fn check_url(raw: &str, policy: EgressPolicy) -> Result<Url, EgressError> {
             "longer than {MAX_URL_LEN} characters"
         )));
     }
-    let url = Url::parse(raw).map_err(|e| EgressError::Invalid(e.to_string()))?;
+    let url = Url::parse(raw).map_err(unparsable)?;
     match url.scheme() {
         "https" => {}
         "http" if policy.allow_http => {}
@@ -159,13 +230,8 @@ pub fn check_url(raw: &str, policy: EgressPolicy) -> Result<Url, EgressError> {
         Some(Host::Ipv4(v4)) => Some(IpAddr::V4(v4)),
         Some(Host::Ipv6(v6)) => Some(IpAddr::V6(v6)),
     };
-    if let Some(addr) = addr {
-        if !policy.allow_private && is_forbidden(addr) {
-            return Err(EgressError::Forbidden {
-                host: url.host_str().unwrap_or_default().to_owned(),
-                addr,
-            });
-        }
+    if let Some(refused) = addr.and_then(|a| policy.refuse(url.host_str().unwrap_or_default(), a)) {
+        return Err(refused);
     }
     Ok(url)
 }
@@ -206,7 +272,7 @@ pub async fn check_url_resolved(
     dns: &dyn Dns,
 ) -> Result<Url, EgressError> {
     let url = check_url(raw, policy)?;
-    if policy.allow_private {
+    if policy.allow_private && policy.allow_metadata {
         return Ok(url);
     }
     let Some(Host::Domain(domain)) = url.host() else {
@@ -215,13 +281,8 @@ pub async fn check_url_resolved(
     let port = url.port_or_known_default().unwrap_or(443);
     match dns.lookup(domain, port).await {
         Ok(addrs) => {
-            for sa in addrs {
-                if is_forbidden(sa.ip()) {
-                    return Err(EgressError::Forbidden {
-                        host: domain.to_owned(),
-                        addr: sa.ip(),
-                    });
-                }
+            if let Some(refused) = addrs.iter().find_map(|sa| policy.refuse(domain, sa.ip())) {
+                return Err(refused);
             }
         }
         Err(e) => {
@@ -232,28 +293,27 @@ pub async fn check_url_resolved(
 }
 
 /// The delivery client's DNS resolver (implements [`reqwest::dns::Resolve`]):
-/// resolves each name once, drops forbidden addresses (unless private
-/// targets are allowed), and fails with [`EgressError::Forbidden`] when none
-/// remain or [`EgressError::Unresolvable`] when the name does not resolve, so
-/// reqwest connects only to checked addresses. Install with
-/// `reqwest::ClientBuilder::dns_resolver(Arc::new(GuardedResolver::new(allow_private, dns)))`.
+/// resolves each name once, drops the addresses its policy refuses, and
+/// fails with that refusal when none remain or [`EgressError::Unresolvable`]
+/// when the name does not resolve, so reqwest connects only to checked
+/// addresses. Install with
+/// `reqwest::ClientBuilder::dns_resolver(Arc::new(GuardedResolver::new(policy, dns)))`.
 /// IP-literal URLs bypass resolvers: see [`check_url`].
 #[derive(Debug, Clone)]
 pub struct GuardedResolver {
-    allow_private: bool,
+    policy: EgressPolicy,
     dns: Arc<dyn Dns>,
 }
 
 impl GuardedResolver {
-    /// A resolver over `dns` that refuses forbidden addresses unless
-    /// `allow_private`.
-    pub fn new(allow_private: bool, dns: Arc<dyn Dns>) -> Self {
-        Self { allow_private, dns }
+    /// A resolver over `dns` that refuses what `policy` refuses.
+    pub fn new(policy: EgressPolicy, dns: Arc<dyn Dns>) -> Self {
+        Self { policy, dns }
     }
 
     async fn resolve_checked(
         host: String,
-        allow_private: bool,
+        policy: EgressPolicy,
         dns: Arc<dyn Dns>,
     ) -> Result<Addrs, EgressError> {
         let Ok(resolved) = dns.lookup(&host, 0).await else {
@@ -265,13 +325,12 @@ impl GuardedResolver {
         let allowed: Vec<SocketAddr> = resolved
             .iter()
             .copied()
-            .filter(|sa| allow_private || !is_forbidden(sa.ip()))
+            .filter(|sa| policy.refuse(&host, sa.ip()).is_none())
             .collect();
         if allowed.is_empty() {
-            return Err(EgressError::Forbidden {
-                host,
-                addr: first.ip(),
-            });
+            return Err(policy
+                .refuse(&host, first.ip())
+                .expect("every address was refused"));
         }
         if allowed.len() < resolved.len() {
             tracing::warn!(
@@ -287,9 +346,9 @@ impl GuardedResolver {
 impl Resolve for GuardedResolver {
     fn resolve(&self, name: Name) -> Resolving {
         let host = name.as_str().to_owned();
-        let (allow_private, dns) = (self.allow_private, self.dns.clone());
+        let (policy, dns) = (self.policy, self.dns.clone());
         Box::pin(async move {
-            Self::resolve_checked(host, allow_private, dns)
+            Self::resolve_checked(host, policy, dns)
                 .await
                 .map_err(Into::into)
         })

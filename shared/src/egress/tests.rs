@@ -9,6 +9,7 @@ const fn policy(allow_http: bool, allow_private: bool) -> EgressPolicy {
     EgressPolicy {
         allow_http,
         allow_private,
+        allow_metadata: false,
     }
 }
 const STRICT: EgressPolicy = policy(false, false);
@@ -24,7 +25,79 @@ fn expect_forbidden(addrs: &str, expected: bool) {
 }
 
 fn refused(raw: &str) -> bool {
-    matches!(check_url(raw, STRICT), Err(EgressError::Forbidden { .. }))
+    matches!(
+        check_url(raw, STRICT),
+        Err(EgressError::Forbidden { .. } | EgressError::Metadata { .. })
+    )
+}
+
+/// A resolver answering one address for every name.
+#[derive(Debug)]
+struct OneAnswer(IpAddr);
+
+#[async_trait]
+impl Dns for OneAnswer {
+    async fn lookup(&self, _host: &str, port: u16) -> std::io::Result<Vec<SocketAddr>> {
+        Ok(vec![SocketAddr::new(self.0, port)])
+    }
+}
+
+#[tokio::test]
+async fn metadata_addresses_and_names_resolving_to_them_are_refused_under_every_setting() {
+    let metadata = [
+        "169.254.169.254",
+        "169.254.170.2",
+        "100.100.100.200",
+        "168.63.129.16",
+        "[fd00:ec2::254]",
+        "[::ffff:169.254.169.254]",
+        "[64:ff9b::a9fe:a9fe]",
+    ];
+    for allow_http in [false, true] {
+        for allow_private in [false, true] {
+            let p = policy(allow_http, allow_private);
+            for host in metadata {
+                let got = check_url(&format!("https://{host}/latest/meta-data/"), p);
+                assert!(
+                    matches!(got, Err(EgressError::Metadata { .. })),
+                    "{host} under {p:?}: {got:?}"
+                );
+                let lifted = EgressPolicy {
+                    allow_metadata: true,
+                    ..policy(allow_http, true)
+                };
+                assert!(check_url(&format!("https://{host}/"), lifted).is_ok());
+            }
+            let ip: IpAddr = "169.254.169.254".parse().unwrap();
+            let dns = OneAnswer(ip);
+            let url = "https://metadata.google.internal/computeMetadata/v1/";
+            let got = check_url_resolved(url, p, &dns).await;
+            assert!(matches!(got, Err(EgressError::Metadata { .. })), "{got:?}");
+            let name = Name::from_str("metadata.google.internal").unwrap();
+            let resolved = GuardedResolver::new(p, Arc::new(dns)).resolve(name).await;
+            let err = resolved.err().expect("refused at connect time");
+            assert!(
+                matches!(
+                    find_egress_error(err.as_ref()),
+                    Some(EgressError::Metadata { .. })
+                ),
+                "{err:?}"
+            );
+        }
+    }
+    assert!(
+        check_url("https://169.254.1.1/", PRIVATE).is_ok(),
+        "other link-local"
+    );
+}
+
+#[test]
+fn a_url_without_a_scheme_is_refused_in_the_users_words() {
+    let got = check_url("example.com/hooks", STRICT);
+    assert!(
+        matches!(&got, Err(EgressError::Invalid(why)) if why.contains("has no scheme")),
+        "{got:?}"
+    );
 }
 
 #[test]
@@ -132,7 +205,7 @@ async fn a_hostname_resolving_to_loopback_is_refused_at_registration() {
 #[tokio::test]
 async fn the_guarded_resolver_refuses_localhost() {
     let name = Name::from_str("localhost").expect("valid name");
-    let err = match GuardedResolver::new(false, Arc::new(SystemDns))
+    let err = match GuardedResolver::new(STRICT, Arc::new(SystemDns))
         .resolve(name)
         .await
     {
@@ -149,7 +222,7 @@ async fn the_guarded_resolver_refuses_localhost() {
 #[tokio::test]
 async fn the_guarded_resolver_lets_localhost_through_when_private_is_allowed() {
     let name = Name::from_str("localhost").expect("valid name");
-    let addrs = GuardedResolver::new(true, Arc::new(SystemDns))
+    let addrs = GuardedResolver::new(PRIVATE, Arc::new(SystemDns))
         .resolve(name)
         .await;
     assert!(addrs.is_ok_and(|mut a| a.all(|sa| sa.ip().is_loopback())));
@@ -158,7 +231,7 @@ async fn the_guarded_resolver_lets_localhost_through_when_private_is_allowed() {
 #[tokio::test]
 async fn find_egress_error_finds_the_refusal_inside_a_reqwest_error() {
     let client = reqwest::Client::builder()
-        .dns_resolver(Arc::new(GuardedResolver::new(false, Arc::new(SystemDns))))
+        .dns_resolver(Arc::new(GuardedResolver::new(STRICT, Arc::new(SystemDns))))
         .build()
         .expect("client builds");
     let sent = client.get("http://localhost:1/").send().await;
