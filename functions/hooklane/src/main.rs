@@ -8,8 +8,10 @@
 //! The AWS backend (`serve --backend aws`, `dlq`) is the cargo feature
 //! `aws`, off by default: without it the command builds without the AWS
 //! SDK, in a few minutes (`cargo run --release --features aws -- ...`
-//! builds it in).
+//! builds it in); `dlq` then says so. `dead-letters` lists and replays a
+//! tenant's parked deliveries through the API, on either backend.
 
+mod dead_letters;
 #[cfg(feature = "aws")]
 mod dlq;
 mod receive;
@@ -78,9 +80,20 @@ enum Command {
         #[arg(long, env = "HOOKLANE_RESOURCE_PREFIX", default_value = "hooklane")]
         resource_prefix: String,
     },
+    /// List and replay a tenant's parked deliveries (dead letters), through
+    /// a running hooklane's API, on either backend.
+    DeadLetters(dead_letters::Args),
     /// Inspect, replay and purge the SQS dead-letter queue (AWS backend).
     #[cfg(feature = "aws")]
     Dlq(dlq::Args),
+    /// Inspect, replay and purge the SQS dead-letter queue (AWS backend;
+    /// not built in: build with `--features aws`).
+    #[cfg(not(feature = "aws"))]
+    #[command(disable_help_flag = true)]
+    Dlq {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+        rest: Vec<String>,
+    },
     /// Listen for webhooks and print each request, verifying signatures.
     Receive(receive::Args),
     /// Show how far behind delivery is, for whom and since when: backlog
@@ -134,8 +147,15 @@ async fn main() -> anyhow::Result<()> {
             };
             serve(listen, store).await
         }
+        Command::DeadLetters(args) => dead_letters::run(args).await,
         #[cfg(feature = "aws")]
         Command::Dlq(args) => dlq::run(args).await,
+        #[cfg(not(feature = "aws"))]
+        Command::Dlq { rest: _ } => anyhow::bail!(
+            "`hooklane dlq` reads the AWS backend's SQS dead-letter queue and comes with the \
+             `aws` feature: cargo run --release --features aws -- dlq …\n\
+             A tenant's parked deliveries, on either backend: hooklane dead-letters --tenant T list"
+        ),
         Command::Receive(args) => receive::run(args).await,
         Command::Status(args) => status::run(args).await,
     }
@@ -242,4 +262,51 @@ async fn shutdown_signal() {
     }
     #[cfg(not(unix))]
     let _ = ctrl_c.await;
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser as _;
+
+    use super::{Cli, Command};
+
+    /// Built without the AWS backend, `dlq` is still a command, one that
+    /// says where it comes from (not clap's "unrecognized subcommand").
+    #[cfg(not(feature = "aws"))]
+    #[test]
+    fn dlq_without_the_aws_feature_is_a_command_that_says_how_to_get_it() {
+        let cli = Cli::try_parse_from(["hooklane", "dlq", "list", "--limit", "5"]);
+        assert!(matches!(cli.map(|c| c.command), Ok(Command::Dlq { .. })));
+    }
+
+    #[test]
+    fn dead_letters_takes_list_and_replay() {
+        for args in [
+            &[
+                "hooklane",
+                "dead-letters",
+                "--token",
+                "t",
+                "--tenant",
+                "a",
+                "list",
+            ][..],
+            &[
+                "hooklane",
+                "dead-letters",
+                "--token",
+                "t",
+                "--tenant",
+                "a",
+                "replay",
+                "evt_1",
+            ],
+        ] {
+            let cli = Cli::try_parse_from(args);
+            assert!(matches!(
+                cli.map(|c| c.command),
+                Ok(Command::DeadLetters(_))
+            ));
+        }
+    }
 }

@@ -59,7 +59,7 @@ fn age(seconds: &Value) -> String {
     }
 }
 
-fn text(v: &Value) -> String {
+pub(crate) fn text(v: &Value) -> String {
     match v {
         Value::Null => "-".into(),
         Value::String(s) => s.clone(),
@@ -68,7 +68,7 @@ fn text(v: &Value) -> String {
 }
 
 /// Rows under a heading, in columns as wide as their widest cell.
-fn table(out: &mut String, head: &[&str], rows: &[Vec<String>]) {
+pub(crate) fn table(out: &mut String, head: &[&str], rows: &[Vec<String>]) {
     let widths: Vec<usize> = (0..head.len())
         .map(|i| {
             rows.iter()
