@@ -52,6 +52,31 @@ async fn series(server: &Server, name: &str) -> Vec<(String, f64)> {
         .collect()
 }
 
+/// `/metrics` says which build serves: its version (the OpenAPI
+/// document's too) and the commit it was built from.
+async fn the_build_serving_is_in_the_metrics(backend: Backend) {
+    let server = Server::start_on(backend, test_env(&[])).await;
+    let build = series(&server, "hooklane_build_info").await;
+    assert_eq!(build.len(), 1, "{build:?}");
+    let (labels, value) = &build[0];
+    assert_eq!(*value, 1.0);
+    let version = env!("CARGO_PKG_VERSION");
+    assert!(
+        labels.contains(&format!("version=\"{version}\"")),
+        "{labels}"
+    );
+    let commit = labels
+        .split("commit=\"")
+        .nth(1)
+        .and_then(|c| c.split('"').next());
+    assert!(
+        commit.is_some_and(|c| c.len() == 12 || c == "unknown"),
+        "{labels}"
+    );
+    let (_, doc) = server.call("GET", "/openapi.json", None).await;
+    assert_eq!(doc["info"]["version"], version);
+}
+
 async fn status(server: &Server) -> Value {
     let (code, body) = server.call("GET", "/status", None).await;
     assert_eq!(code, 200, "{body}");
@@ -213,6 +238,7 @@ async fn counting_server(backend: Backend, ladder: &str) -> Server {
 }
 
 on_both_backends!(
+    the_build_serving_is_in_the_metrics,
     held_deliveries_read_as_pending_until_the_receiver_answers,
     the_status_lists_suspended_subscriptions_with_why_until_enabled_or_deleted,
     a_down_receivers_backlog_grows_older_then_drains_and_the_command_says_so,

@@ -377,3 +377,12 @@ fn documented_bounds_match_the_servers() {
         .expect("publish is described");
     assert!(publish.contains(&format!("{} KiB", body::MAX_BODY / 1024)));
 }
+
+#[test]
+fn the_documents_version_is_the_builds() {
+    assert_eq!(
+        doc()["info"]["version"].as_str(),
+        Some(env!("CARGO_PKG_VERSION")),
+        "openapi.json's info.version and the workspace's version differ"
+    );
+}

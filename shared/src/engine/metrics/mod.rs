@@ -236,6 +236,18 @@ impl Metrics {
                 "The most attempts one tenant had in flight at once in this process",
                 self.in_flight_peak.clone(),
             );
+            let build: Family<Labels, Gauge> = Family::default();
+            build
+                .get_or_create(&vec![
+                    ("version", env!("CARGO_PKG_VERSION").to_owned()),
+                    ("commit", env!("HOOKLANE_COMMIT").to_owned()),
+                ])
+                .set(1);
+            r.register(
+                "hooklane_build_info",
+                "The build serving: its version and commit (always 1)",
+                build,
+            );
             r.register(
                 "hooklane_unreadable_records",
                 "Stored records that did not parse (kept, logged)",
