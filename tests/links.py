@@ -45,13 +45,14 @@ INLINE = re.compile(
     r"!?\[(?:[^\[\]]|\[[^\[\]]*\])*\]"
     r"\(\s*(<[^>\n]*>|[^)\s]+)(?:\s+(?:\"[^\"]*\"|'[^']*'|\([^)]*\)))?\s*\)"
 )
-REFERENCE = re.compile(r"^ {0,3}\[[^\]]+\]:\s*(<[^>\n]*>|\S+)", re.M)
+# `[name]: target`, not a footnote (`[^1]: text`).
+REFERENCE = re.compile(r"^ {0,3}\[(?!\^)[^\]]+\]:\s*(<[^>\n]*>|\S+)", re.M)
 HTML = re.compile(r"""<(?:a|img)\s[^>]*?\b(?:href|src)\s*=\s*["']([^"']+)["']""", re.I)
 CODE_SPAN = re.compile(r"(`+)((?:(?!\n[ \t]*\n).)+?)\1", re.S)
 
 
 def blank(text):
-    """The text with its characters but newlines made spaces."""
+    """The text with every character but a newline made a space."""
     return re.sub(r"[^\n]", " ", text)
 
 
@@ -228,8 +229,17 @@ def repository_files(root):
 
 
 def main():
-    known = repository_files(ROOT)
-    files = sorted(f for f in known if f.endswith(".md") and not skipped(f))
+    try:
+        known = repository_files(ROOT)
+        files = sorted(f for f in known if f.endswith(".md") and not skipped(f))
+    except (OSError, subprocess.CalledProcessError):
+        # Not a git checkout: every Markdown file on disk, checked against
+        # the disk.
+        known = None
+        files = sorted(
+            p.relative_to(ROOT).as_posix() for p in ROOT.rglob("*.md")
+            if not skipped(p.relative_to(ROOT).as_posix())
+        )
     bad = check(ROOT, files, known)
     for name, line, target, why in bad:
         print(f"{name}:{line}: ({target}): {why}")

@@ -114,8 +114,9 @@ echo "== links in the Markdown (tests/links.py: every relative link and #anchor 
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets --locked --features hooklane/aws -- -D warnings
 # The command without its AWS backend (the README's first command builds
-# it so) must build too.
-cargo check -p hooklane --locked
+# it so) must build, pass its lints and its own tests too.
+cargo clippy -p hooklane --all-targets --locked -- -D warnings
+cargo test -p hooklane --locked
 
 echo "== sam validate --lint; sam build --beta-features (infra/)"
 export SAM_CLI_TELEMETRY=0
