@@ -155,8 +155,16 @@ async fn a_filter_change_applies_to_later_events_and_a_bad_one_changes_nothing(b
         .await;
     assert_eq!(list["items"].as_array().unwrap().len(), 1, "none stored");
 
+    // Valid but likely not meant: the answer says so, naming the path.
+    let stringy = json!({"filter": {"data": {"n": {"$gte": "10"}}}});
+    let (status, body) = server.call("PATCH", &path, Some(stringy)).await;
+    assert_eq!(status, 200, "{body}");
+    let warning = body["warnings"][0].as_str().unwrap_or_default();
+    assert!(warning.starts_with("at `data.n.$gte`"), "{body}");
     let eur = json!({"filter": {"data": {"currency": "eur"}}});
-    assert_eq!(server.call("PATCH", &path, Some(eur)).await.0, 200);
+    let (status, body) = server.call("PATCH", &path, Some(eur)).await;
+    assert_eq!(status, 200);
+    assert!(body.get("warnings").is_none(), "{body}");
     server
         .publish("acme", "a.b", json!({"currency": "usd", "n": 3}))
         .await;

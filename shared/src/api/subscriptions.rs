@@ -91,6 +91,11 @@ pub(super) fn view(state: &AppState, sub: &Subscription, with_secret: bool) -> V
         "auth": sub.options.auth.as_ref().map(EndpointAuth::shown),
         "filter": sub.options.filter.as_ref().map(filter_view),
     });
+    if let Some(warnings) = sub.options.filter.as_ref().map(ContentFilter::warnings) {
+        if !warnings.is_empty() {
+            v["warnings"] = json!(warnings);
+        }
+    }
     if with_secret {
         v["secret"] = json!(sub.secret.expose());
     }

@@ -30,6 +30,7 @@ pub const MAX_FILTER_DEPTH: usize = 8;
 pub struct ContentFilter {
     text: String,
     root: Node,
+    warnings: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -89,10 +90,21 @@ impl ContentFilter {
                 "a filter matches the event's `type` and `data`; `{k}` is neither"
             )));
         }
+        let mut warnings = Vec::new();
+        warn(&doc, "", &mut warnings);
         Ok(Self {
             text: text.to_owned(),
             root: node(&doc, "")?,
+            warnings,
         })
+    }
+
+    /// What in the filter is valid but likely not meant: a comparison
+    /// whose operand is a number written as a string (`{"$gte": "10"}`),
+    /// which matches string values only, never a number. Shown with the
+    /// subscription (`warnings`), each naming its path.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
     }
 
     /// The filter's JSON text, as given.
@@ -124,6 +136,36 @@ pub fn filter_document(event_type: &str, payload: &[u8]) -> Json {
         doc.insert("data".to_owned(), data);
     }
     Json::Object(doc)
+}
+
+/// Collects [`ContentFilter::warnings`] of `j` at `path`.
+fn warn(j: &Json, path: &str, out: &mut Vec<String>) {
+    match j {
+        Json::Object(members) => {
+            for (k, v) in members {
+                let here = join(path, k);
+                let comparison = matches!(k.as_str(), "$gt" | "$gte" | "$lt" | "$lte");
+                match v {
+                    Json::String(s)
+                        if comparison
+                            && Json::parse(s).is_ok_and(|n| matches!(n, Json::Number(_))) =>
+                    {
+                        out.push(format!(
+                            "at `{here}`: \"{s}\" is a string, so `{k}` matches string values only, \
+                             compared as text, never a number; write {s} to compare numbers"
+                        ));
+                    }
+                    _ => warn(v, &here, out),
+                }
+            }
+        }
+        Json::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                warn(item, &format!("{path}[{i}]"), out);
+            }
+        }
+        _ => {}
+    }
 }
 
 /// `path` joined with a member's name, as the refusals spell paths.

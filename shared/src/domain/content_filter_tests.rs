@@ -160,3 +160,27 @@ fn members_beside_and_or_not_are_all_required_at_any_level() {
         r#"{"amount":10,"vip":true,"customer":{"country":"FR","age":30}}"#
     ));
 }
+
+#[test]
+fn a_number_written_as_a_string_in_a_comparison_is_warned_of_with_its_path() {
+    let f = ContentFilter::parse(
+        r#"{"data":{"amount":{"$gte":"10"},"$or":[{"n":{"$lt":"2.5e3"}},{"code":{"$gte":"A1"}}],"id":"10"}}"#,
+    )
+    .unwrap();
+    let w = f.warnings();
+    assert_eq!(w.len(), 2, "{w:?}");
+    assert!(
+        w[0].starts_with("at `data.$or[0].n.$lt`: \"2.5e3\" is a string"),
+        "{w:?}"
+    );
+    assert!(
+        w[1].starts_with("at `data.amount.$gte`: \"10\" is a string"),
+        "{w:?}"
+    );
+    assert!(!passes(
+        r#"{"data":{"amount":{"$gte":"10"}}}"#,
+        r#"{"amount":50}"#
+    ));
+    let fine = ContentFilter::parse(r#"{"data":{"amount":{"$gte":10},"id":{"$eq":"10"}}}"#);
+    assert!(fine.unwrap().warnings().is_empty());
+}
