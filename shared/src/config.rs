@@ -39,7 +39,8 @@ pub struct Config {
     /// (`HOOKLANE_LOCAL_SLOW_MAX_INVOCATIONS`, 10, its `SlowMaxConcurrency`
     /// default).
     pub local_invocations: (usize, usize),
-    /// Egress rules (`HOOKLANE_ALLOW_HTTP`, `HOOKLANE_ALLOW_PRIVATE_TARGETS`).
+    /// Egress rules (`HOOKLANE_ALLOW_HTTP`, `HOOKLANE_ALLOW_PRIVATE_TARGETS`,
+    /// `HOOKLANE_ALLOW_METADATA_TARGETS`).
     pub egress: EgressPolicy,
     /// Concurrent attempts per tenant (`HOOKLANE_TENANT_MAX_IN_FLIGHT`,
     /// never below 8). Default (`auto`): 4,096 on the embedded backend; on
@@ -286,15 +287,7 @@ impl Config {
         if let Some(v) = get("HOOKLANE_DELIVERY_MAX_CONCURRENCY") {
             c.delivery_max_concurrency = whole("HOOKLANE_DELIVERY_MAX_CONCURRENCY", &v, 2..=1000)?;
         }
-        if let Some(v) = get("HOOKLANE_ALLOW_HTTP") {
-            c.egress.allow_http = parse_bool("HOOKLANE_ALLOW_HTTP", &v)?;
-        }
-        if let Some(v) = get("HOOKLANE_ALLOW_PRIVATE_TARGETS") {
-            c.egress.allow_private = parse_bool("HOOKLANE_ALLOW_PRIVATE_TARGETS", &v)?;
-        }
-        if let Some(v) = get("HOOKLANE_ALLOW_METADATA_TARGETS") {
-            c.egress.allow_metadata = parse_bool("HOOKLANE_ALLOW_METADATA_TARGETS", &v)?;
-        }
+        c.read_egress(&get)?;
         if let Some(v) = get("HOOKLANE_TENANT_MAX_IN_FLIGHT").filter(|v| v.trim() != "auto") {
             c.tenant_max_auto = false;
             c.tenant_max_in_flight = whole("HOOKLANE_TENANT_MAX_IN_FLIGHT", &v, 8..=1_000_000)?;
@@ -304,41 +297,6 @@ impl Config {
         c.log_json = log_json(&get)?;
         c.read_access(&get)?;
         Ok(c)
-    }
-
-    /// Reads the portal's settings.
-    fn read_access(&mut self, get: &impl Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
-        if let Some(v) = get("HOOKLANE_PORTAL_KEY").filter(|v| !v.is_empty()) {
-            if v.len() < 32 {
-                return Err(bad("HOOKLANE_PORTAL_KEY", "use at least 32 bytes"));
-            }
-            self.portal_key = Some(v.into_bytes());
-        }
-        if let Some(v) = get("HOOKLANE_PUBLIC_URL").filter(|v| !v.is_empty()) {
-            let url = url::Url::parse(v.trim())
-                .ok()
-                .filter(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some())
-                .filter(|u| u.query().is_none() && u.fragment().is_none())
-                .ok_or_else(|| bad("HOOKLANE_PUBLIC_URL", "an http or https URL without query"))?;
-            self.public_url = Some(url.as_str().trim_end_matches('/').to_owned());
-        }
-        if let Some(v) = get("HOOKLANE_PORTAL_FRAME_ANCESTORS").filter(|v| !v.trim().is_empty()) {
-            let origin = |s: &str| {
-                s == "'self'"
-                    || url::Url::parse(s).is_ok_and(|u| {
-                        matches!(u.scheme(), "http" | "https")
-                            && u.host().is_some()
-                            && u.path() == "/"
-                            && !s.ends_with('/')
-                    })
-            };
-            if !v.split_whitespace().all(origin) {
-                let why = "space-separated origins (https://host[:port]) or 'self'";
-                return Err(bad("HOOKLANE_PORTAL_FRAME_ANCESTORS", why));
-            }
-            self.portal_frame_ancestors = Some(v.split_whitespace().collect::<Vec<_>>().join(" "));
-        }
-        Ok(())
     }
 
     /// Reads the endpoint-health settings.
@@ -396,6 +354,9 @@ impl Config {
         Ok(())
     }
 }
+
+#[path = "config_edges.rs"]
+mod edges;
 
 #[cfg(test)]
 #[path = "config_tests.rs"]

@@ -167,7 +167,7 @@ def start_server(workdir, backend):
 
 TOKEN_SECRET = "portal-bearer-never-shown"
 WIDTHS = (1280, 390)
-PAGES = ("endpoints", "endpoint", "events", "event", "dead-letters")
+PAGES = ("endpoints", "new-endpoint", "endpoint", "events", "event", "dead-letters")
 
 # Text nodes outside payloads and responses that a page must never show.
 BAD_TEXT = r"""() => {
@@ -270,7 +270,8 @@ def every_page(browser, shots, api, tenant, ids):
         watch = Watch(page)
         load(page, watch, link)
         base = page.url.split("#")[0]
-        hashes = {"endpoints": "#/endpoints", "endpoint": f"#/endpoints/{ids['endpoint']}",
+        hashes = {"endpoints": "#/endpoints", "new-endpoint": "#/endpoints/new",
+                  "endpoint": f"#/endpoints/{ids['endpoint']}",
                   "events": "#/events", "event": f"#/events/{ids['event']}", "dead-letters": "#/dead-letters"}
         for name in PAGES:
             load(page, watch, base + hashes[name])
@@ -323,8 +324,38 @@ def endpoint_options(page, shots, api, tenant):
     page.screenshot(path=f"{shots}/endpoint-options.png", full_page=True)
 
 
-def session_link(api, tenant, read_only):
-    return api.ok("POST", f"/v1/tenants/{tenant}/portal-sessions", {"read_only": read_only})["url"]
+def session_link(api, tenant, read_only, looks=None):
+    body = dict({"read_only": read_only}, **(looks or {}))
+    return api.ok("POST", f"/v1/tenants/{tenant}/portal-sessions", body)["url"]
+
+
+def themed(browser, shots, api, tenant, endpoint):
+    """The looks a portal link asks for: dark, the platform's brand colour
+    on buttons, compact for an iframe; each page still passes the visual
+    checks, with no console error (the colours are set without inline
+    style or script, under the strict CSP)."""
+    link = session_link(api, tenant, False, {"theme": "dark", "brand_color": "#E0457B"})
+    for width in WIDTHS:
+        page = browser.new_page(viewport={"width": width, "height": 900})
+        watch = Watch(page)
+        load(page, watch, link.replace("#session=", "&compact=1#session="))
+        base = page.url.split("#")[0]
+        assert "theme=dark" in base, base
+        for name, at in (("endpoints", "#/endpoints"), ("endpoint", f"#/endpoints/{endpoint}")):
+            load(page, watch, base + at)
+            background = page.evaluate("getComputedStyle(document.body).backgroundColor")
+            assert background == "rgb(16, 20, 29)", f"dark {name}: the background is {background}"
+            button = page.evaluate("getComputedStyle(document.querySelector('main button, main a.button')).backgroundColor")
+            assert button == "rgb(224, 69, 123)", f"the brand colour: buttons are {button}"
+            assert not page.locator("header > strong").is_visible(), "compact keeps the title"
+            look(page, watch, f"dark-{name}", shots, width)
+        page.close()
+    # A link without looks is light.
+    page = browser.new_page()
+    watch = Watch(page)
+    load(page, watch, session_link(api, tenant, True))
+    assert page.evaluate("getComputedStyle(document.body).backgroundColor") == "rgb(246, 247, 250)"
+    page.close()
 
 
 def run(shots, api, receiver_base):
@@ -351,6 +382,10 @@ def run(shots, api, receiver_base):
         assert "session=" not in page.url, "the session left the address bar"
         page.screenshot(path=f"{shots}/endpoints.png", full_page=True)
 
+        # The list is a list: the add form is a page of its own.
+        assert page.locator("#create-endpoint").count() == 0, "the add form takes over the list"
+        page.click("#add-endpoint")
+        expect(page.get_by_role("heading", name="Add an endpoint")).to_be_visible()
         # Create an endpoint, by keyboard: Tab moves through the form and
         # Enter submits it.
         page.focus("#url")
@@ -361,9 +396,20 @@ def run(shots, api, receiver_base):
         page.keyboard.press("Tab")
         page.keyboard.type("orders")
         page.keyboard.press("Enter")
-        expect(page.get_by_role("link", name=f"{receiver_base}/ok")).to_be_visible()
+        # Its page, with its signing secret shown this once.
+        expect(page.get_by_role("heading", name=f"{receiver_base}/ok")).to_be_visible()
         expect(page.locator("#notice")).to_contain_text("Endpoint added")
         in_view(page, "Add endpoint")
+        shown = page.locator("#new-secret code").inner_text()
+        new_id = page.url.split("#/endpoints/")[1]
+        kept = api.ok("GET", f"/v1/tenants/{tenant}/subscriptions/{new_id}/secret")["secret"]
+        assert shown.startswith("whsec_") and shown == kept, f"shown {shown!r}, kept {kept!r}"
+        page.screenshot(path=f"{shots}/new-endpoint-secret.png", full_page=True)
+        page.reload()
+        expect(page.get_by_role("heading", name=f"{receiver_base}/ok")).to_be_visible()
+        assert page.locator("#new-secret").count() == 0, "the secret is shown again"
+        page.goto(page.url.split("#")[0] + "#/endpoints")
+        expect(page.get_by_role("link", name=f"{receiver_base}/ok")).to_be_visible()
 
         # Publish an event; see its delivery and attempt.
         event = api.ok("POST", f"/v1/tenants/{tenant}/events", {"type": "order.paid", "data": {"total": 42}})
@@ -430,11 +476,13 @@ def run(shots, api, receiver_base):
         assert attempts.locator("a[href*='probe_']").count() == 0, "the probe's row links to an event"
         every_page(browser, shots, api, tenant, {"endpoint": gone["id"], "event": event["id"]})
 
+        themed(browser, shots, api, tenant, gone["id"])
+
         # A read-only session: no write controls, and writes refused.
         ro = browser.new_page(viewport={"width": 390, "height": 844})
         ro.goto(session_link(api, tenant, True))
         expect(ro.get_by_role("heading", name="Endpoints")).to_be_visible()
-        assert ro.locator("#create-endpoint").count() == 0, "a read-only session can add endpoints"
+        assert ro.locator("#add-endpoint").count() == 0, "a read-only session can add endpoints"
         ro.screenshot(path=f"{shots}/read-only-phone.png", full_page=True)
         ro.goto(ro.url.split("#")[0] + f"#/endpoints/{hostile['id']}")
         expect(ro.locator("#attempts")).to_be_visible()

@@ -418,6 +418,9 @@ async fn bad_key_and_session_requests_name_the_field_and_change_nothing(backend:
         (keys, json!({"name": "k", "scope": "all"}), "scope"),
         (sessions, json!({"read_only": 1}), "read_only"),
         (sessions, json!({"tenant": "b"}), "tenant"),
+        (sessions, json!({"theme": "purple"}), "theme"),
+        (sessions, json!({"brand_color": "red"}), "brand_color"),
+        (sessions, json!({"brand_color": "#12345g"}), "brand_color"),
     ];
     let mut wrong = Vec::new();
     for (path, body, field) in cases {
@@ -433,6 +436,12 @@ async fn bad_key_and_session_requests_name_the_field_and_change_nothing(backend:
     let (_, listed) = server.call("GET", keys, None).await;
     if listed["items"] != json!([]) {
         wrong.push(format!("keys were made: {listed}"));
+    }
+    let looks = json!({"theme": "dark", "brand_color": "#2747B5"});
+    let (status, minted) = server.call("POST", sessions, Some(looks)).await;
+    let url = minted["url"].as_str().unwrap_or_default();
+    if status != 201 || !url.contains("/portal/?theme=dark&brand=2747b5#session=hlp_") {
+        wrong.push(format!("a themed link: {status} {minted}"));
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }

@@ -25,9 +25,38 @@ pub(super) const CREATE_KEY: Fields = Fields {
 
 /// The members of a new portal session.
 pub(super) const CREATE_SESSION: Fields = Fields {
-    allowed: &["read_only", "expires_in"],
+    allowed: &["read_only", "expires_in", "theme", "brand_color"],
     required: &[],
 };
+
+/// The portal's looks a link may ask for: `theme` (`light`, `dark`, or
+/// `auto` to follow the reader's system) and `brand_color` (`#rrggbb`),
+/// checked here and carried in the link's query, where the portal reads
+/// them (its stylesheet's custom properties; no inline script or style).
+fn looks(body: &body::Body<'_>) -> Result<String, ApiError> {
+    let mut query = Vec::new();
+    if let Some(theme) = body.string("theme")? {
+        if !matches!(theme.as_str(), "light" | "dark" | "auto") {
+            return Err(ApiError::invalid("theme", "`theme` is light, dark or auto"));
+        }
+        query.push(format!("theme={theme}"));
+    }
+    if let Some(color) = body.string("brand_color")? {
+        let hex = color.strip_prefix('#').unwrap_or("");
+        if hex.len() != 6 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(ApiError::invalid(
+                "brand_color",
+                "`brand_color` is a colour as #rrggbb (#2747b5)",
+            ));
+        }
+        query.push(format!("brand={}", hex.to_ascii_lowercase()));
+    }
+    Ok(if query.is_empty() {
+        String::new()
+    } else {
+        format!("?{}", query.join("&"))
+    })
+}
 
 /// The longest name a key may have, in bytes.
 const MAX_NAME: usize = 200;
@@ -126,6 +155,7 @@ pub(super) async fn create_session(
             ),
         ));
     }
+    let looks = looks(&body)?;
     let minted_by = match &who {
         Principal::Tenant { key, .. } => key.as_ref(),
         Principal::Operator => None,
@@ -134,7 +164,10 @@ pub(super) async fn create_session(
         .engine
         .mint_session(&tenant, (read_only, secs), minted_by)
         .await?;
-    let url = format!("{}/portal/#session={token}", portal_base(&state, &headers));
+    let url = format!(
+        "{}/portal/{looks}#session={token}",
+        portal_base(&state, &headers)
+    );
     let minted = json!({ "url": url, "expires_at": rfc3339(expires_at) });
     Ok((StatusCode::CREATED, super::no_store(minted)))
 }

@@ -7,7 +7,7 @@
 "use strict";
 
 const KEY = "hooklane.session";
-const state = { token: null, tenant: null, readOnly: true, expires: 0, stopped: false };
+const state = { token: null, tenant: null, readOnly: true, expires: 0, stopped: false, created: null, told: null };
 
 // ---------------------------------------------------------------- helpers
 
@@ -32,6 +32,12 @@ function notice(text, error) {
   const n = document.getElementById("notice");
   n.textContent = text || "";
   n.className = error ? "error" : "";
+}
+
+// Goes to another page, with a notice that outlives the address's change.
+function go(hash, told) {
+  state.told = told;
+  location.hash = hash;
 }
 
 function show(...nodes) {
@@ -165,22 +171,41 @@ async function endpointsPage() {
       el("td", { class: "wide" }, String(s.lanes)),
       el("td", { class: "wide" }, s.rate_limit ? `${s.rate_limit}/s` : "—"),
       el("td", {}, health(s))));
-  const create = el("form", { class: "card", id: "create-endpoint" },
-    el("h2", {}, "Add an endpoint"), ...endpointFields(null), el("button", { type: "submit" }, "Add endpoint"));
-  create.addEventListener("submit", (ev) => {
-    ev.preventDefault();
-    act(() => {
-      const body = optionsBody(create, endpointBody(create), null);
-      if (!body.description) delete body.description;
-      return api("POST", "/subscriptions", body);
-    }, "Endpoint added.");
-  });
-  return [el("h1", {}, "Endpoints"),
+  return [el("div", { class: "title" }, el("h1", {}, "Endpoints"),
+    ...writable(el("a", { href: "#/endpoints/new", class: "button", id: "add-endpoint" }, "Add endpoint"))),
     el("div", { class: "table" }, el("table", {},
       el("thead", {}, el("tr", {}, el("th", {}, "URL"), el("th", {}, "Status"), el("th", { class: "wide" }, "Lanes"),
         el("th", { class: "wide" }, "Rate limit"), el("th", {}, "Health"))),
-      el("tbody", {}, rows.length ? rows : el("tr", {}, el("td", { colspan: 5 }, "No endpoints yet."))))),
-    ...writable(create)];
+      el("tbody", {}, rows.length ? rows : el("tr", {}, el("td", { colspan: 5 }, "No endpoints yet.")))))];
+}
+
+// The add form is a page of its own: the list stays a list. The new
+// endpoint's page then shows its signing secret, once.
+function newEndpointPage() {
+  const create = el("form", { class: "card", id: "create-endpoint" },
+    ...endpointFields(null), el("button", { type: "submit" }, "Add endpoint"));
+  create.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    act(async () => {
+      const body = optionsBody(create, endpointBody(create), null);
+      if (!body.description) delete body.description;
+      const created = await api("POST", "/subscriptions", body);
+      state.created = created;
+      go(`#/endpoints/${encodeURIComponent(created.id)}`, "Endpoint added.");
+    }, null, true);
+  });
+  return [el("p", {}, el("a", { href: "#/endpoints" }, "← Endpoints")), el("h1", {}, "Add an endpoint"), create];
+}
+
+// The secret of the endpoint just added, shown on its page this once.
+function newSecret(id) {
+  const created = state.created;
+  state.created = null;
+  if (!created || created.id !== decodeURIComponent(id)) return [];
+  return [el("section", { id: "new-secret", class: "callout" }, el("h2", {}, "Signing secret"),
+    el("p", {}, "Copy it now: your receiver checks each request's signature with it. ",
+      "It is not shown again here; Reveal, below, shows it to whoever may change this endpoint."),
+    el("code", { class: "secret" }, created.secret))];
 }
 
 function chart(attempts) {
@@ -233,7 +258,7 @@ function endpointActions(sub, id) {
   });
   const remove = () => {
     if (confirm(`Delete the endpoint ${sub.url}? Nothing more is sent to it.`)) {
-      act(async () => { await api("DELETE", `/subscriptions/${id}`); location.hash = "#/endpoints"; }, "Endpoint deleted.");
+      act(async () => { await api("DELETE", `/subscriptions/${id}`); go("#/endpoints", "Endpoint deleted."); }, null, true);
     }
   };
   return [el("section", {}, el("h2", {}, "Signing secret"), secret, el("br"),
@@ -263,6 +288,7 @@ async function endpointPage(id) {
   const h = sub.health || {};
   return [el("p", {}, el("a", { href: "#/endpoints" }, "← Endpoints")),
     el("h1", {}, sub.url),
+    ...newSecret(id),
     el("section", {},
       el("p", {}, "Status: ", statusCell(sub), ` · lanes ${sub.lanes} · `, sub.rate_limit ? `${sub.rate_limit}/s` : "no rate limit"),
       el("p", {}, "Event types: ", sub.event_types.join(", ")),
@@ -287,7 +313,8 @@ async function route() {
   let nodes;
   try {
     const parts = path.split("/").filter(Boolean).map(decodeURIComponent);
-    if (parts[0] === "endpoints" && parts[1]) nodes = await endpointPage(encodeURIComponent(parts[1]));
+    if (parts[0] === "endpoints" && parts[1] === "new" && !state.readOnly) nodes = newEndpointPage();
+    else if (parts[0] === "endpoints" && parts[1]) nodes = await endpointPage(encodeURIComponent(parts[1]));
     else if (parts[0] === "events" && parts[1]) nodes = await eventPage(parts[1]);
     else if (parts[0] === "events") nodes = await eventsPage(query || "");
     else if (parts[0] === "dead-letters") nodes = await deadLettersPage();
@@ -302,12 +329,33 @@ async function route() {
   main.dataset.drawn = at;
 }
 
+// The looks the portal link asked for (`?theme=light|dark|auto`,
+// `&brand=rrggbb`, `&compact=1`), set as the stylesheet's custom
+// properties and attributes on the root: no inline style or script.
+function applyLooks() {
+  const q = new URLSearchParams(location.search);
+  const root = document.documentElement;
+  const theme = q.get("theme");
+  const system = matchMedia("(prefers-color-scheme: dark)");
+  const set = () => { root.dataset.theme = theme === "dark" || (theme === "auto" && system.matches) ? "dark" : "light"; };
+  set();
+  if (theme === "auto") system.addEventListener("change", set);
+  const brand = q.get("brand") || "";
+  if (/^[0-9a-f]{6}$/i.test(brand)) {
+    const [r, g, b] = [0, 2, 4].map((i) => parseInt(brand.slice(i, i + 2), 16) / 255);
+    root.style.setProperty("--brand", `#${brand}`);
+    root.style.setProperty("--on-brand", 0.2126 * r + 0.7152 * g + 0.0722 * b > 0.55 ? "#10131a" : "#ffffff");
+  }
+  if (q.get("compact") === "1") root.dataset.compact = "true";
+}
+
 window.addEventListener("DOMContentLoaded", () => {
+  applyLooks();
   if (!startSession()) {
     stop("No portal session: open the portal with the link your platform gave you.");
     return;
   }
-  window.addEventListener("hashchange", () => { notice(""); route(); });
+  window.addEventListener("hashchange", () => { notice(state.told || ""); state.told = null; route(); });
   setInterval(expired, 5000);
   route();
 });

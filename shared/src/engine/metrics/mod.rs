@@ -80,6 +80,18 @@ pub(super) struct Samples {
     pub(super) first_attempt_ms: Vec<f64>,
 }
 
+/// The one series of `hooklane_build_info`: the version and commit built.
+fn build_info() -> Family<Labels, Gauge> {
+    let build: Family<Labels, Gauge> = Family::default();
+    build
+        .get_or_create(&vec![
+            ("version", env!("CARGO_PKG_VERSION").to_owned()),
+            ("commit", env!("HOOKLANE_COMMIT").to_owned()),
+        ])
+        .set(1);
+    build
+}
+
 fn class_labels(class: &str) -> Labels {
     vec![("class", class.to_owned())]
 }
@@ -236,17 +248,10 @@ impl Metrics {
                 "The most attempts one tenant had in flight at once in this process",
                 self.in_flight_peak.clone(),
             );
-            let build: Family<Labels, Gauge> = Family::default();
-            build
-                .get_or_create(&vec![
-                    ("version", env!("CARGO_PKG_VERSION").to_owned()),
-                    ("commit", env!("HOOKLANE_COMMIT").to_owned()),
-                ])
-                .set(1);
             r.register(
                 "hooklane_build_info",
                 "The build serving: its version and commit (always 1)",
-                build,
+                build_info(),
             );
             r.register(
                 "hooklane_unreadable_records",
