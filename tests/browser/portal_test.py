@@ -417,6 +417,11 @@ def run(shots, api, receiver_base):
         page.click(f"text={receiver_base}/ok")
         expect(page.locator("#attempts")).to_contain_text("delivered")
         expect(page.locator("#attempts")).to_contain_text("order.paid")
+        # Its statistics: the summary, a bar per hour, a row per day.
+        expect(page.locator("#stats")).to_contain_text("Last 24 hours: 1 attempt, 100 % delivered")
+        assert page.locator("#stats svg g").count() == 24, "a bar per hour"
+        assert page.locator("#stats svg text").count() >= 6, "the axes' labels"
+        assert page.locator("#daily tbody tr").count() == 7, "a row per day"
         page.screenshot(path=f"{shots}/endpoint.png", full_page=True)
 
         # Rotate, then reveal, the secret.

@@ -318,7 +318,83 @@ async fn headers_and_auth_go_on_every_attempt_and_the_probe_and_secrets_stay_hid
     }
 }
 
+/// A subscription's stats once they count `attempts` in the last 24 h.
+async fn stats_when(server: &Server, id: &str, attempts: u64) -> Value {
+    let path = format!("/v1/tenants/acme/subscriptions/{id}/stats");
+    for _ in 0..100 {
+        let (status, body) = server.call("GET", &path, None).await;
+        assert_eq!(status, 200, "{body}");
+        if body["last_24h"]["attempts"] == attempts {
+            return body;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{path} never counted {attempts} attempts");
+}
+
+/// The endpoint statistics count what the attempt log holds: three
+/// delivered here, one parked there, in the day's and the week's windows
+/// and in their hours and days.
+async fn the_stats_count_each_endpoints_attempts_by_outcome(backend: Backend) {
+    let rx = Receiver::start().await;
+    let server = Server::start_on(backend, test_env(&[("HOOKLANE_RETRY_SCHEDULE", "0s")])).await;
+    rx.set_default("bad", Reply::Status(500));
+    let good = subscribe(&server, &rx.url("good"), &["good.*"], json!({})).await;
+    let bad = subscribe(&server, &rx.url("bad"), &["bad.*"], json!({})).await;
+    for n in 0..3 {
+        server.publish("acme", "good.x", json!({ "n": n })).await;
+    }
+    server.publish("acme", "bad.x", json!({})).await;
+    assert!(eventually(WAIT, || rx.count("good") == 3 && rx.count("bad") == 1).await);
+    let g = stats_when(&server, &good, 3).await;
+    assert_eq!(g["complete"], true, "{g}");
+    for window in ["last_24h", "last_7d"] {
+        assert_eq!(g[window]["delivered"], 3, "{g}");
+        assert_eq!(g[window]["failed"], 0, "{g}");
+        assert_eq!(g[window]["success_rate"], 1.0, "{g}");
+        assert!(g[window]["latency_ms"]["p95"].is_u64(), "{g}");
+    }
+    let sum = |b: &Value, key: &str| -> u64 {
+        b.as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x[key].as_u64().unwrap())
+            .sum()
+    };
+    assert_eq!(g["hourly"].as_array().map(Vec::len), Some(24));
+    assert_eq!(g["daily"].as_array().map(Vec::len), Some(7));
+    assert_eq!(
+        (
+            sum(&g["hourly"], "delivered"),
+            sum(&g["daily"], "delivered")
+        ),
+        (3, 3)
+    );
+    let b = stats_when(&server, &bad, 1).await;
+    assert_eq!(
+        (
+            b["last_7d"]["attempts"].as_u64(),
+            b["last_7d"]["delivered"].as_u64()
+        ),
+        (Some(1), Some(0)),
+        "{b}"
+    );
+    assert_eq!(b["last_7d"]["success_rate"], 0.0, "{b}");
+    assert_eq!(sum(&b["daily"], "failed"), 1, "{b}");
+    let (status, _) = server
+        .call(
+            "GET",
+            "/v1/tenants/other/subscriptions/{good}/stats"
+                .replace("{good}", &good)
+                .as_str(),
+            None,
+        )
+        .await;
+    assert_eq!(status, 404, "another tenant's path");
+}
+
 on_both_backends!(
+    the_stats_count_each_endpoints_attempts_by_outcome,
     each_operator_takes_one_event_and_refuses_another,
     a_filter_change_applies_to_later_events_and_a_bad_one_changes_nothing,
     headers_and_auth_go_on_every_attempt_and_the_probe_and_secrets_stay_hidden,

@@ -17,6 +17,7 @@ mod json_text;
 mod openapi_tests;
 mod portal;
 pub mod serve;
+mod stats;
 mod subscriptions;
 
 use std::sync::Arc;
@@ -52,6 +53,7 @@ pub const ROUTES: &[(&str, &str)] = &[
         "/v1/tenants/{tenant}/subscriptions/{id}/rotate-secret",
     ),
     ("get", "/v1/tenants/{tenant}/subscriptions/{id}/attempts"),
+    ("get", "/v1/tenants/{tenant}/subscriptions/{id}/stats"),
     ("get", "/v1/tenants/{tenant}/subscriptions/{id}/secret"),
     ("post", "/v1/tenants/{tenant}/subscriptions/{id}/enable"),
     ("post", "/v1/tenants/{tenant}/subscriptions/{id}/test"),
@@ -197,6 +199,7 @@ pub fn router(state: AppState) -> Router {
             post(subscriptions::rotate_secret),
         )
         .route("/subscriptions/{id}/attempts", get(subscriptions::attempts))
+        .route("/subscriptions/{id}/stats", get(stats::stats))
         .route("/subscriptions/{id}/secret", get(subscriptions::secret))
         .route("/subscriptions/{id}/enable", post(subscriptions::enable))
         .route("/subscriptions/{id}/test", post(endpoint_tools::test))

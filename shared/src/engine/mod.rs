@@ -18,6 +18,7 @@ mod outcome;
 mod pacing;
 mod registry;
 mod requeue;
+pub mod stats;
 mod status;
 mod tenant_slot;
 mod wiring;

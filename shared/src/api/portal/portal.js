@@ -208,14 +208,6 @@ function newSecret(id) {
     el("code", { class: "secret" }, created.secret))];
 }
 
-function chart(attempts) {
-  const bars = attempts.slice().reverse().map((a) =>
-    el("span", { class: a.outcome === "delivered" ? "ok" : "bad", title: `${when(a.started_at)}: ${a.outcome}` }));
-  const ok = attempts.filter((a) => a.outcome === "delivered").length;
-  return [el("p", { class: "muted" }, `Last ${attempts.length} attempts: ${ok} delivered, ${attempts.length - ok} failed.`),
-    el("div", { class: "chart", role: "img", "aria-label": `${ok} delivered, ${attempts.length - ok} failed` }, bars)];
-}
-
 function attemptRows(items) {
   return items.map((a) => el("tr", {},
     el("td", {}, when(a.started_at)),
@@ -284,7 +276,8 @@ function suspended(sub, id) {
 
 async function endpointPage(id) {
   const sub = await api("GET", `/subscriptions/${id}`);
-  const attempts = await api("GET", `/subscriptions/${id}/attempts?limit=50`);
+  const [attempts, stats] = await Promise.all([api("GET", `/subscriptions/${id}/attempts?limit=50`),
+    api("GET", `/subscriptions/${id}/stats`)]);
   const h = sub.health || {};
   return [el("p", {}, el("a", { href: "#/endpoints" }, "← Endpoints")),
     el("h1", {}, sub.url),
@@ -297,7 +290,8 @@ async function endpointPage(id) {
       el("p", {}, "Health: ", health(sub), h.last_error ? ` · last error: ${h.last_error}` : "")),
     ...suspended(sub, id),
     ...writable(...endpointTools(sub, id)),
-    el("h2", {}, "Recent attempts"), ...chart(attempts.items), ...attemptLog(id, attempts),
+    statsSection(stats),
+    el("h2", {}, "Recent attempts"), ...attemptLog(id, attempts),
     ...writable(...endpointActions(sub, id))];
 }
 
