@@ -18,7 +18,9 @@ use hooklane_aws::handlers::delivery::{handle, Deliver};
 use hooklane_aws::AwsStore;
 use hooklane_core::config::Config;
 use hooklane_core::contract::{self, Harness};
-use hooklane_core::domain::{Delivery, Event, EventId, EventType, SubscriptionId, TenantId};
+use hooklane_core::domain::{
+    Delivery, Event, EventId, EventType, Health, SubscriptionId, TenantId,
+};
 use hooklane_core::ports::{DeadLetters, EventArchive, LaneQueue, NewDelivery, SubscriptionStore};
 use hooklane_tests::aws::{fresh_store_on, sdk_on, Standin};
 use hooklane_tests::stack::deployed_store;
@@ -504,7 +506,7 @@ async fn a_hold_beside_a_running_first_attempt_sends_its_message_back() {
     assert!(ctx
         .store
         .suspensions()
-        .suspend(&tenant, &sub, now, "dead")
+        .suspend(&tenant, &sub, now, "dead", &Health::default())
         .await
         .unwrap());
     let mut batch = hooklane_aws::queue_poller::to_event(&msgs);
@@ -1509,7 +1511,8 @@ async fn only_a_delivery_not_delivered_at_once_enters_the_by_event_index() {
         tenant,
         sub,
         time::OffsetDateTime::now_utc(),
-        "test"
+        "test",
+        &Health::default(),
     )
     .await
     .unwrap());

@@ -35,7 +35,13 @@ async fn a_backfill_after_30_days_replays_only_the_retention_window_in_order_at_
     };
     store.insert(&sub).await.unwrap();
     assert!(store
-        .suspend(&tenant, &sub.id, now - time::Duration::days(30), "dead")
+        .suspend(
+            &tenant,
+            &sub.id,
+            now - time::Duration::days(30),
+            "dead",
+            &sub.health,
+        )
         .await
         .unwrap());
 

@@ -281,6 +281,15 @@ async fn a_dead_receiver_with_steady_traffic_is_suspended_on_time_on_one_lane_an
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
         let suspended = suspended.expect("suspended within the traffic");
+        // The page's count and the reason's are one number: the failures
+        // the policy counted, deliveries still in retry included.
+        let view = subscription(&server, &id).await;
+        let reason = view["status_reason"].as_str().unwrap_or_default();
+        let count = &view["health"]["consecutive_failures"];
+        assert!(
+            reason.contains(&format!("failures: {count} since")),
+            "{lanes} lanes: the page counts {count}, the reason says {reason:?}"
+        );
         let first_failure = rx.requests("dead")[0].at;
         let after = suspended - first_failure;
         assert!(

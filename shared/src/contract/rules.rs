@@ -154,6 +154,7 @@ pub async fn a_subscription_reads_back_field_for_field(h: &dyn Harness) {
         fatal_failures: 0,
         streak_events_since: Some(at(-61)),
         ramp_until: Some(at(120)),
+        at_suspension: true,
     };
     sub.lanes = LaneCount::parse(8).expect("lanes");
     sub.rate_limit = Some(RateLimit::parse(40).expect("rate"));

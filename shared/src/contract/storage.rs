@@ -4,8 +4,8 @@
 use time::{Duration, OffsetDateTime};
 
 use super::{attempt, event, new_delivery, subscription, tenant, Harness};
-use crate::domain::Retake;
 use crate::domain::{Delivery, EventType, SubscriptionId, SubscriptionStatus};
+use crate::domain::{Health, Retake};
 use crate::ports::{Accepted, End, Finish, StoreError};
 
 /// Subscriptions round-trip, are scoped to their tenant, and stay gone
@@ -253,10 +253,17 @@ pub async fn suspension_is_a_guarded_transition(h: &dyn Harness) {
     sub.health.consecutive_failures = 7;
     subs.insert(&sub).await.expect("insert");
     let now = OffsetDateTime::now_utc();
+    // The record that reached the limit: the stored one and two deliveries
+    // in retry.
+    let reached = Health {
+        consecutive_failures: 9,
+        first_failure_at: Some(now),
+        ..sub.health.clone()
+    };
     // At once, as two processes race on it.
     let (a, b) = tokio::join!(
-        suspensions.suspend(&t, &sub.id, now, "permanent failures"),
-        suspensions.suspend(&t, &sub.id, now, "permanent failures"),
+        suspensions.suspend(&t, &sub.id, now, "permanent failures", &reached),
+        suspensions.suspend(&t, &sub.id, now, "permanent failures", &reached),
     );
     assert_eq!(
         u8::from(a.expect("suspend")) + u8::from(b.expect("suspend")),
@@ -268,8 +275,12 @@ pub async fn suspension_is_a_guarded_transition(h: &dyn Harness) {
     assert_eq!(got.status_reason.as_deref(), Some("permanent failures"));
     assert!(got.suspended_at.is_some(), "suspended_at set");
     assert_eq!(
-        got.health.consecutive_failures, 7,
-        "a suspension keeps the health record that caused it"
+        (
+            got.health.consecutive_failures,
+            got.health.first_failure_at.is_some()
+        ),
+        (9, true),
+        "a suspension writes the health record that reached the limit"
     );
     assert_eq!(got.secret, sub.secret, "secret survives");
     assert_eq!(got.filters, sub.filters, "filters survive");

@@ -87,6 +87,11 @@ pub struct Health {
         skip_serializing_if = "Option::is_none"
     )]
     pub ramp_until: Option<OffsetDateTime>,
+    /// Written by a suspension: the count includes every delivery that was
+    /// failing then, in retry or not, so their ends add nothing to it (the
+    /// page, the reason and the policy keep one number).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub at_suspension: bool,
 }
 
 impl Health {

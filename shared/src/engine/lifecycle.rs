@@ -88,7 +88,7 @@ impl Engine {
         if !self
             .ports
             .suspensions
-            .suspend(&sub.tenant, &sub.id, now, &reason)
+            .suspend(&sub.tenant, &sub.id, now, &reason, health)
             .await?
         {
             return Ok(());

@@ -173,8 +173,12 @@ pub struct FailedSequence {
 }
 
 impl FailedSequence {
-    /// The record after this sequence, over `stored`.
+    /// The record after this sequence, over `stored`. Over the record a
+    /// suspension wrote, nothing: this failure is in its count already.
     pub fn over(&self, stored: &Health) -> Health {
+        if stored.at_suspension {
+            return stored.clone();
+        }
         let mut h = next_health(stored, &self.last, Some(self.class), self.seq);
         h.ramp_until = self.ramp.until(stored, &h, None, self.last.started_at);
         h

@@ -27,16 +27,20 @@ pub struct StatusChange {
 }
 
 impl StatusChange {
-    /// `active` → `suspended` at `at`, for `reason`; health is kept (it
-    /// says why).
-    pub fn suspend(at: OffsetDateTime, reason: &str) -> Self {
+    /// `active` → `suspended` at `at`, for `reason`, writing the health
+    /// record that reached the policy's limit (failures in retry counted),
+    /// so the page, the reason and the policy read one number.
+    pub fn suspend(at: OffsetDateTime, reason: &str, health: &Health) -> Self {
         Self {
             from: SubscriptionStatus::Active,
             to: SubscriptionStatus::Suspended,
             at,
             suspended_at: Some(at),
             reason: Some(reason.to_owned()),
-            health: None,
+            health: Some(Health {
+                at_suspension: true,
+                ..health.clone()
+            }),
         }
     }
 
@@ -59,9 +63,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_suspension_keeps_health_and_a_re_enable_resets_it_and_clears_the_suspension() {
+    fn a_suspension_writes_the_health_that_reached_the_limit_and_a_re_enable_resets_it() {
         let at = OffsetDateTime::UNIX_EPOCH;
-        let s = StatusChange::suspend(at, "host gone");
+        let reached = Health {
+            consecutive_failures: 12,
+            ..Health::default()
+        };
+        let s = StatusChange::suspend(at, "host gone", &reached);
         assert_eq!(
             (s.from, s.to),
             (SubscriptionStatus::Active, SubscriptionStatus::Suspended)
@@ -69,8 +77,9 @@ mod tests {
         assert_eq!(s.suspended_at, Some(at));
         assert_eq!(s.reason.as_deref(), Some("host gone"));
         assert_eq!(
-            s.health, None,
-            "a suspension keeps the record that caused it"
+            s.health.map(|h| (h.consecutive_failures, h.at_suspension)),
+            Some((12, true)),
+            "a suspension writes the record that reached the limit"
         );
         let a = StatusChange::activate(at);
         assert_eq!(

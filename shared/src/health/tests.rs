@@ -203,3 +203,36 @@ fn an_unchanged_record_is_written_again_only_once_its_time_is_stale() {
     // A record never written before: written.
     assert!(health_write_due(&Health::default(), &ok(0), minute));
 }
+
+#[test]
+fn a_failure_ending_after_the_suspension_adds_nothing_to_the_count_it_wrote() {
+    let t0 = OffsetDateTime::UNIX_EPOCH;
+    let failed = HealthWrite::Failed(FailedSequence {
+        last: attempt(t0, Some(500)),
+        class: FailureClass::Retryable,
+        seq: seq(t0),
+        ramp: RampConfig::default(),
+    });
+    let streak = streak(3, FailureClass::Retryable, t0);
+    assert_eq!(
+        failed.over(&streak).consecutive_failures,
+        4,
+        "counted while active"
+    );
+    let reached = projected(&streak, FailureClass::Retryable, 2, t0);
+    let written = crate::health::StatusChange::suspend(t0, "why", &reached)
+        .health
+        .expect("written");
+    assert_eq!(written.consecutive_failures, 5);
+    assert_eq!(
+        failed.over(&written),
+        written,
+        "its failure was one of the 5"
+    );
+    let delivered = HealthWrite::Set(Health::default());
+    assert_eq!(
+        delivered.over(&written),
+        Health::default(),
+        "a success still resets"
+    );
+}

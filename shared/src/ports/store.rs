@@ -11,6 +11,7 @@ use time::OffsetDateTime;
 
 use super::turn::{Finish, Finished};
 use super::StoreResult;
+use crate::domain::Health;
 use crate::domain::{
     fnv1a64, lane_of, ArchivePosition, ArchivedEvent, Delivery, Event, EventId, EventType,
     LaneCount, OrderingKey, RecentEvents, Retake, Subscription, SubscriptionId, TenantId,
@@ -65,15 +66,17 @@ pub trait Suspensions: Send + Sync {
         id: &SubscriptionId,
         change: &StatusChange,
     ) -> StoreResult<bool>;
-    /// `active` → `suspended` ([`StatusChange::suspend`]).
+    /// `active` → `suspended` ([`StatusChange::suspend`]), writing
+    /// `health`, the record that reached the limit.
     async fn suspend(
         &self,
         tenant: &TenantId,
         id: &SubscriptionId,
         at: OffsetDateTime,
         reason: &str,
+        health: &Health,
     ) -> StoreResult<bool> {
-        let change = StatusChange::suspend(at, reason);
+        let change = StatusChange::suspend(at, reason, health);
         self.change_status(tenant, id, &change).await
     }
     /// `suspended` → `active`, resetting health ([`StatusChange::activate`]).
