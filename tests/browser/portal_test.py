@@ -366,6 +366,8 @@ def run(shots, api, receiver_base):
                   {"url": f"{receiver_base}/gone", "event_types": ["gone.*"]})
     api.ok("POST", f"/v1/tenants/{tenant}/events", {"type": "hostile.sent", "data": {"note": HOSTILE}})
     api.ok("POST", f"/v1/tenants/{tenant}/events", {"type": "gone.sent", "data": {}})
+    # Behind it on the lane: held once the first failure suspends the endpoint.
+    held = api.ok("POST", f"/v1/tenants/{tenant}/events", {"type": "gone.sent", "data": {"n": 2}})
     api.wait("the hostile delivery to park", lambda: api.ok(
         "GET", f"/v1/tenants/{tenant}/dead-letters?subscription_id={hostile['id']}")["items"])
     api.wait("the gone endpoint to be suspended", lambda: api.ok(
@@ -461,6 +463,10 @@ def run(shots, api, receiver_base):
         api.wait("the replayed attempt", lambda: Receiver.seen.count("/hostile") > seen)
 
         # Re-enable the suspended endpoint once it answers again.
+        # The delivery behind the failure shows as held, not as a retry due.
+        page.goto(page.url.split("#")[0] + f"#/events/{held['id']}")
+        expect(page.locator("main")).to_contain_text("held (endpoint suspended)")
+        expect(page.locator("main")).not_to_contain_text("retrying")
         page.goto(page.url.split("#")[0] + f"#/endpoints/{gone['id']}")
         expect(page.locator("#suspended")).to_contain_text("Suspended")
         page.screenshot(path=f"{shots}/suspended.png", full_page=True)
