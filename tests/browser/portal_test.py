@@ -324,6 +324,27 @@ def endpoint_options(page, shots, api, tenant):
     page.screenshot(path=f"{shots}/endpoint-options.png", full_page=True)
 
 
+def paging(browser, api, tenant, receiver_base):
+    """Past a page of 50 endpoints, "More endpoints" brings the next page,
+    and the pages' rows are each endpoint once."""
+    before = len(api.ok("GET", f"/v1/tenants/{tenant}/subscriptions?limit=250")["items"])
+    for n in range(55):
+        api.ok("POST", f"/v1/tenants/{tenant}/subscriptions",
+               {"url": f"{receiver_base}/page/{n}", "event_types": ["paging.none"]})
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    watch = Watch(page)
+    load(page, watch, session_link(api, tenant, True))
+    rows = page.locator("#endpoints tbody tr")
+    expect(rows).to_have_count(50)
+    page.click("button:text('More endpoints')")
+    expect(rows).to_have_count(before + 55)
+    assert not page.locator("button:text('More endpoints')").is_visible(), "a third page of nothing"
+    urls = page.eval_on_selector_all("#endpoints tbody a", "as => as.map((a) => a.textContent)")
+    assert len(set(urls)) == len(urls) == before + 55, f"{len(urls)} rows, {len(set(urls))} endpoints"
+    assert watch.problems == [], watch.problems
+    page.close()
+
+
 def session_link(api, tenant, read_only, looks=None):
     body = dict({"read_only": read_only}, **(looks or {}))
     return api.ok("POST", f"/v1/tenants/{tenant}/portal-sessions", body)["url"]
@@ -488,6 +509,7 @@ def run(shots, api, receiver_base):
         every_page(browser, shots, api, tenant, {"endpoint": gone["id"], "event": event["id"]})
 
         themed(browser, shots, api, tenant, gone["id"])
+        paging(browser, api, tenant, receiver_base)
 
         # A read-only session: no write controls, and writes refused.
         ro = browser.new_page(viewport={"width": 390, "height": 844})

@@ -6,9 +6,17 @@
 
 // The tenant's endpoints by id, read once per page drawn (pages name
 // endpoints by URL; one deleted since shows its id).
+// Every endpoint by id (up to 2,500, ten pages), to name them by URL.
 async function endpointsById() {
-  const page = await api("GET", "/subscriptions?limit=250");
-  return new Map(page.items.map((s) => [s.id, s]));
+  const subs = new Map();
+  let cursor = null;
+  for (let i = 0; i < 10; i++) {
+    const page = await api("GET", `/subscriptions?limit=250${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ""}`);
+    page.items.forEach((s) => subs.set(s.id, s));
+    cursor = page.next_cursor;
+    if (!cursor) break;
+  }
+  return subs;
 }
 
 function endpointLink(subs, id) {
@@ -67,8 +75,8 @@ async function eventsPage(query) {
 
 // The exact event types the tenant's endpoints name (patterns left out).
 async function knownTypes() {
-  const page = await api("GET", "/subscriptions?limit=250");
-  return new Set(page.items.flatMap((s) => s.event_types).filter((t) => !t.includes("*")).sort());
+  const subs = [...(await endpointsById()).values()];
+  return new Set(subs.flatMap((s) => s.event_types).filter((t) => !t.includes("*")).sort());
 }
 
 async function eventPage(id) {
@@ -85,13 +93,14 @@ async function eventPage(id) {
       el("tbody", {}, rows.length ? rows : el("tr", {}, el("td", { colspan: 4 }, "No deliveries.")))))];
 }
 
+const DEAD_LETTERS = "/dead-letters?limit=50";
+
 async function deadLettersPage() {
-  const page = await api("GET", "/dead-letters?limit=250");
-  const subs = await endpointsById();
+  const [first, subs] = await Promise.all([api("GET", DEAD_LETTERS), endpointsById()]);
   const replay = (body, what) => act(() => api("POST", "/dead-letters/replay", body), `${what} replayed.`);
   // At phone width the time goes under the event and the reason and
   // count are left out, so that the replay buttons stay in view.
-  const rows = page.items.map((d) => el("tr", {},
+  const rows = (items) => items.map((d) => el("tr", {},
     el("td", { class: "wide" }, when(d.parked_at)),
     el("td", {}, el("a", { href: `#/events/${encodeURIComponent(d.event_id)}` }, d.event_type),
       el("div", { class: "narrow muted" }, when(d.parked_at))),
@@ -101,9 +110,10 @@ async function deadLettersPage() {
       el("button", { type: "button", onclick: () => replay({ subscription_id: d.subscription_id, event_ids: [d.event_id] }, "Delivery") }, "Replay"),
       el("button", { type: "button", class: "plain", "aria-label": "Replay all of the endpoint's dead letters",
         onclick: () => replay({ subscription_id: d.subscription_id }, "Every dead letter of the endpoint") }, "Replay all")))));
+  const [body, more] = paged(first, DEAD_LETTERS, rows, "More dead letters",
+    el("tr", {}, el("td", { colspan: 6 }, "No dead letters.")));
   return [el("h1", {}, "Dead letters"), el("p", { class: "muted" }, "Deliveries that ran out of retries."),
     el("div", { class: "table" }, el("table", { id: "dead-letters" },
       el("thead", {}, el("tr", {}, el("th", { class: "wide" }, "Parked"), el("th", {}, "Event"), el("th", {}, "Endpoint"),
-        el("th", { class: "wide" }, "Why"), el("th", { class: "wide" }, "Attempts"), el("th", {}, ""))),
-      el("tbody", {}, rows.length ? rows : el("tr", {}, el("td", { colspan: 6 }, "No dead letters.")))))];
+        el("th", { class: "wide" }, "Why"), el("th", { class: "wide" }, "Attempts"), el("th", {}, ""))), body)), more];
 }

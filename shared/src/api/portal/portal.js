@@ -162,21 +162,26 @@ function endpointBody(form) {
   };
 }
 
-async function endpointsPage() {
-  const page = await api("GET", "/subscriptions?limit=250");
-  const rows = page.items.map((s) =>
+const ENDPOINTS = "/subscriptions?limit=50";
+
+function endpointRows(items) {
+  return items.map((s) =>
     el("tr", {},
       el("td", {}, el("a", { href: `#/endpoints/${encodeURIComponent(s.id)}`, class: "url" }, s.url)),
       el("td", {}, statusCell(s)),
       el("td", { class: "wide" }, String(s.lanes)),
       el("td", { class: "wide" }, s.rate_limit ? `${s.rate_limit}/s` : "—"),
       el("td", {}, health(s))));
+}
+
+async function endpointsPage() {
+  const [body, more] = paged(await api("GET", ENDPOINTS), ENDPOINTS, endpointRows, "More endpoints",
+    el("tr", {}, el("td", { colspan: 5 }, "No endpoints yet.")));
   return [el("div", { class: "title" }, el("h1", {}, "Endpoints"),
     ...writable(el("a", { href: "#/endpoints/new", class: "button", id: "add-endpoint" }, "Add endpoint"))),
-    el("div", { class: "table" }, el("table", {},
+    el("div", { class: "table" }, el("table", { id: "endpoints" },
       el("thead", {}, el("tr", {}, el("th", {}, "URL"), el("th", {}, "Status"), el("th", { class: "wide" }, "Lanes"),
-        el("th", { class: "wide" }, "Rate limit"), el("th", {}, "Health"))),
-      el("tbody", {}, rows.length ? rows : el("tr", {}, el("td", { colspan: 5 }, "No endpoints yet.")))))];
+        el("th", { class: "wide" }, "Rate limit"), el("th", {}, "Health"))), body)), more];
 }
 
 // The add form is a page of its own: the list stays a list. The new
@@ -220,17 +225,24 @@ function attemptRows(items) {
     el("td", { class: "wide" }, el("code", {}, a.response_excerpt || a.error || ""))));
 }
 
-function attemptLog(id, first) {
-  const body = el("tbody", {}, attemptRows(first.items));
-  const more = el("button", { class: "plain", type: "button" }, "Older attempts");
+// A table's body that grows a page at a time, and its button: `first` is
+// the first page of `path` (which has its limit), `rows` draws items.
+function paged(first, path, rows, label, empty) {
+  const body = el("tbody", {}, first.items.length ? rows(first.items) : empty);
+  const more = el("button", { class: "plain more", type: "button" }, label);
   let cursor = first.next_cursor;
   more.hidden = !cursor;
   more.addEventListener("click", () => act(async () => {
-    const page = await api("GET", `/subscriptions/${id}/attempts?limit=50&cursor=${encodeURIComponent(cursor)}`);
-    body.append(...attemptRows(page.items));
+    const page = await api("GET", `${path}&cursor=${encodeURIComponent(cursor)}`);
+    body.append(...rows(page.items));
     cursor = page.next_cursor;
     more.hidden = !cursor;
   }, null, true));
+  return [body, more];
+}
+
+function attemptLog(id, first) {
+  const [body, more] = paged(first, `/subscriptions/${id}/attempts?limit=50`, attemptRows, "Older attempts", null);
   return [el("div", { class: "table" }, el("table", { id: "attempts" },
     el("thead", {}, el("tr", {}, el("th", {}, "Time"), el("th", {}, "Event"), el("th", {}, "Attempt"), el("th", {}, "Status"),
       el("th", { class: "wide" }, "Duration"), el("th", { class: "wide" }, "Response"))), body)), more];
