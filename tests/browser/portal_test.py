@@ -167,7 +167,7 @@ def start_server(workdir, backend):
 
 TOKEN_SECRET = "portal-bearer-never-shown"
 WIDTHS = (1280, 390)
-PAGES = ("endpoints", "new-endpoint", "endpoint", "events", "event", "dead-letters")
+PAGES = ("endpoints", "new-endpoint", "endpoint", "events", "event", "event-types", "dead-letters")
 
 # Text nodes outside payloads and responses that a page must never show.
 BAD_TEXT = r"""() => {
@@ -272,7 +272,11 @@ def every_page(browser, shots, api, tenant, ids):
         base = page.url.split("#")[0]
         hashes = {"endpoints": "#/endpoints", "new-endpoint": "#/endpoints/new",
                   "endpoint": f"#/endpoints/{ids['endpoint']}",
-                  "events": "#/events", "event": f"#/events/{ids['event']}", "dead-letters": "#/dead-letters"}
+                  "events": "#/events", "event": f"#/events/{ids['event']}", "dead-letters": "#/dead-letters",
+                  "event-types": "#/event-types"}
+        load(page, watch, base + "#/event-types")
+        expect(page.locator("#event-types")).to_contain_text("An order was paid")
+        assert "webhook.test" not in page.locator("#event-types").inner_text(), "a test event's type is listed"
         for name in PAGES:
             load(page, watch, base + hashes[name])
             look(page, watch, name, shots, width)
@@ -381,6 +385,8 @@ def themed(browser, shots, api, tenant, endpoint):
 
 def run(shots, api, receiver_base):
     tenant = "acme"
+    api.ok("PUT", f"/v1/tenants/{tenant}/event-types/order.paid",
+           {"description": "An order was paid", "example": {"order": "or_1", "total": 42}})
     hostile = api.ok("POST", f"/v1/tenants/{tenant}/subscriptions",
                      {"url": f"{receiver_base}/hostile", "event_types": ["hostile.*"]})
     gone = api.ok("POST", f"/v1/tenants/{tenant}/subscriptions",
@@ -409,14 +415,23 @@ def run(shots, api, receiver_base):
         assert page.locator("#create-endpoint").count() == 0, "the add form takes over the list"
         page.click("#add-endpoint")
         expect(page.get_by_role("heading", name="Add an endpoint")).to_be_visible()
-        # Create an endpoint, by keyboard: Tab moves through the form and
-        # Enter submits it.
+        # The catalog's types to pick from, with their descriptions.
+        expect(page.locator("#type-picker")).to_contain_text("order.paid — An order was paid")
+        page.check("#pick-order\\.paid")
+        assert page.input_value("#types") == "order.paid", page.input_value("#types")
+        page.uncheck("#pick-order\\.paid")
+        assert page.input_value("#types") == "", page.input_value("#types")
+        # Create an endpoint, by keyboard: Tab moves through the form (the
+        # picker's boxes included) and Enter submits it.
         page.focus("#url")
         page.keyboard.type(f"{receiver_base}/ok")
         page.keyboard.press("Tab")
         page.keyboard.press("Control+A")
         page.keyboard.type("order.*")
-        page.keyboard.press("Tab")
+        for _ in range(10):
+            page.keyboard.press("Tab")
+            if page.evaluate("document.activeElement.id") == "description":
+                break
         page.keyboard.type("orders")
         page.keyboard.press("Enter")
         # Its page, with its signing secret shown this once.

@@ -82,6 +82,8 @@ fn route_of(method: &Method, path: &str) -> Option<(Option<TenantId>, RouteKind)
     let segments: Vec<&str> = rest.split('/').collect();
     let kind = match segments.as_slice() {
         ["api-keys", ..] => RouteKind::Keys,
+        // The catalog is the operator's to write, the tenant's to read.
+        ["event-types", _] if *method != Method::GET => RouteKind::Keys,
         ["portal-sessions", ..] => RouteKind::Sessions,
         // Revealing a signing secret is for credentials that may write.
         ["subscriptions", _, "secret"] => RouteKind::Write,

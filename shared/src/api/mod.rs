@@ -10,6 +10,7 @@ mod dead_letters;
 mod endpoint_tools;
 pub mod error;
 mod event_list;
+mod event_types;
 mod events;
 pub mod input;
 mod json_text;
@@ -26,7 +27,7 @@ use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{header, StatusCode};
 use axum::middleware;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get, post};
+use axum::routing::{delete, get, post, put};
 use axum::Router;
 
 use crate::engine::Engine;
@@ -62,6 +63,9 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/tenants/{tenant}/events"),
     ("post", "/v1/tenants/{tenant}/event-batches"),
     ("get", "/v1/tenants/{tenant}/events/{id}"),
+    ("get", "/v1/tenants/{tenant}/event-types"),
+    ("put", "/v1/tenants/{tenant}/event-types/{name}"),
+    ("delete", "/v1/tenants/{tenant}/event-types/{name}"),
     ("get", "/v1/tenants/{tenant}/dead-letters"),
     ("post", "/v1/tenants/{tenant}/dead-letters/replay"),
     ("post", "/v1/tenants/{tenant}/api-keys"),
@@ -81,6 +85,12 @@ type QueryReads = Option<&'static input::Query>;
 /// [`input::page`] (routes not listed read neither). A test checks the
 /// OpenAPI document against it both ways.
 pub const READS: &[(&str, &str, BodyReads, QueryReads)] = &[
+    (
+        "put",
+        "/v1/tenants/{tenant}/event-types/{name}",
+        Some(&event_types::REGISTER),
+        None,
+    ),
     (
         "post",
         "/v1/tenants/{tenant}/subscriptions",
@@ -210,6 +220,11 @@ pub fn router(state: AppState) -> Router {
             post(events::publish_batch).layer(DefaultBodyLimit::max(events::BATCH_MAX_BODY)),
         )
         .route("/events/{id}", get(events::read))
+        .route("/event-types", get(event_types::list))
+        .route(
+            "/event-types/{name}",
+            put(event_types::register).delete(event_types::unregister),
+        )
         .route("/dead-letters", get(dead_letters::list))
         .route("/dead-letters/replay", post(dead_letters::replay))
         .route("/api-keys", post(access::create_key).get(access::list_keys))

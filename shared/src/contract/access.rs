@@ -57,3 +57,59 @@ pub async fn tenant_keys_are_kept_by_hash_and_revoked(h: &dyn Harness) {
         .expect("key");
     assert_eq!(first, second, "the portal key is made once");
 }
+
+/// Registered event types are kept per tenant, replaced by a second
+/// registration, listed by name and gone once deleted; they leave the
+/// tenant's subscriptions and keys as they are.
+pub async fn event_types_are_registered_per_tenant(h: &dyn Harness) {
+    use crate::domain::{EventType, EventTypeInfo};
+    let ports = h.ports();
+    let (t, other) = (tenant("catalog"), tenant("catalog-other"));
+    let at = time::OffsetDateTime::from_unix_timestamp(1_800_000_000).unwrap();
+    let info = |name: &str, description: Option<&str>| EventTypeInfo {
+        tenant: t.clone(),
+        name: EventType::parse(name).unwrap(),
+        description: description.map(str::to_owned),
+        example: Some(r#"{"invoice": "in_1", "amount": 4200}"#.into()),
+        updated_at: at,
+    };
+    let access = &ports.access;
+    access
+        .put_event_type(&info("invoice.paid", Some("Paid")))
+        .await
+        .expect("put");
+    access
+        .put_event_type(&info("invoice.created", None))
+        .await
+        .expect("put");
+    let again = info("invoice.paid", Some("An invoice was paid in full"));
+    access.put_event_type(&again).await.expect("put again");
+    let listed = access.event_types(&t).await.expect("list");
+    assert_eq!(
+        listed,
+        vec![info("invoice.created", None), again.clone()],
+        "by name, replaced"
+    );
+    assert!(
+        access.event_types(&other).await.expect("list").is_empty(),
+        "per tenant"
+    );
+    assert!(
+        access.list_keys(&t).await.expect("keys").is_empty(),
+        "not read as keys"
+    );
+    let paid = EventType::parse("invoice.paid").unwrap();
+    assert!(!access
+        .delete_event_type(&other, &paid)
+        .await
+        .expect("delete"));
+    assert!(access.delete_event_type(&t, &paid).await.expect("delete"));
+    assert!(!access
+        .delete_event_type(&t, &paid)
+        .await
+        .expect("delete again"));
+    assert_eq!(
+        access.event_types(&t).await.expect("list"),
+        vec![info("invoice.created", None)]
+    );
+}

@@ -134,6 +134,7 @@ pub async fn run_all(h: &dyn Harness) {
     a_deleted_subscription_is_gone_for_attempts_and_fan_out(h).await;
     suspension_is_a_guarded_transition(h).await;
     tenant_keys_are_kept_by_hash_and_revoked(h).await;
+    event_types_are_registered_per_tenant(h).await;
     a_replaced_backfill_is_left_to_its_replacement(h).await;
     // Last: it leaves deliveries in the lanes.
     requeues_take_what_the_rule_takes_and_views_show_one_mapping(h).await;

@@ -6,6 +6,7 @@
 //! that names what is wrong, so the engine never sees a raw string.
 
 mod archive;
+mod catalog;
 mod content_filter;
 mod endpoint;
 mod event;
@@ -17,6 +18,7 @@ mod records;
 mod retake;
 
 pub use archive::*;
+pub use catalog::*;
 pub use content_filter::*;
 pub use endpoint::*;
 pub use event::*;

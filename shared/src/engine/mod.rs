@@ -1,12 +1,13 @@
 //! The engine: publish (archive and schedule fan-out), fan-out (one
 //! delivery per matching subscription), one delivery attempt
 //! ([`deliver`]: prepare, send, classify, record) and endpoint health
-//! ([`lifecycle`]: suspension, probe, re-enable, backfill), and the
-//! operator events ([`operator`]).
-//! It works only through the ports; the embedded runner and the AWS
-//! handlers decide *when* each step runs.
+//! ([`lifecycle`]: suspension, probe, re-enable, backfill), the operator
+//! events ([`operator`]), and what the API reads of them ([`stats`],
+//! [`catalog`]). It works only through the ports; the embedded runner and
+//! the AWS handlers decide *when* each step runs.
 
 mod access;
+pub mod catalog;
 mod cut_off;
 mod deliver;
 mod emf;
@@ -22,7 +23,6 @@ pub mod stats;
 mod status;
 mod tenant_slot;
 mod wiring;
-
 pub use lifecycle::EnableError;
 pub use metrics::{Metrics, CONTENT_TYPE as METRICS_CONTENT_TYPE};
 pub use operator::OPERATOR_TENANT;

@@ -1,12 +1,13 @@
-//! The store port of scoped access (G14): tenant keys, kept by hash only,
-//! and the portal key sessions are signed with when the configuration
-//! names none.
+//! The store port of what a tenant's operator manages beside its
+//! subscriptions: scoped access (G14), tenant keys kept by hash only and
+//! the portal key sessions are signed with when the configuration names
+//! none, and the event-type catalog's registered types.
 
 use async_trait::async_trait;
 
 use super::StoreResult;
 use crate::access::ApiKey;
-use crate::domain::{KeyId, TenantId};
+use crate::domain::{EventType, EventTypeInfo, KeyId, TenantId};
 
 /// Tenant keys and the portal key.
 #[async_trait]
@@ -25,4 +26,10 @@ pub trait Access: Send + Sync {
     /// The portal key: the one stored, or `candidate` stored now when there
     /// is none (every process of a deployment ends up with the same).
     async fn portal_key(&self, candidate: &[u8]) -> StoreResult<Vec<u8>>;
+    /// Registers an event type (replacing what was registered of it).
+    async fn put_event_type(&self, info: &EventTypeInfo) -> StoreResult<()>;
+    /// Removes a registration; `false` when there was none.
+    async fn delete_event_type(&self, tenant: &TenantId, name: &EventType) -> StoreResult<bool>;
+    /// A tenant's registered event types, by name.
+    async fn event_types(&self, tenant: &TenantId) -> StoreResult<Vec<EventTypeInfo>>;
 }

@@ -1,12 +1,13 @@
 //! `Access` over SQLite: tenant keys by the hash of their text (the text
-//! is never stored), and the portal key in a one-row settings table.
+//! is never stored), the portal key in a one-row settings table, and the
+//! registered event types in a table keyed by tenant and name.
 
 use async_trait::async_trait;
 use rusqlite::{params, OptionalExtension};
 
 use super::{corrupt, from_ms, ms, tenant_at, SqliteStore};
 use crate::access::ApiKey;
-use crate::domain::{KeyId, TenantId};
+use crate::domain::{EventType, EventTypeInfo, KeyId, TenantId};
 use crate::ports::{Access, StoreResult};
 
 const COLUMNS: &str = "id, tenant, name, read_only, created_at";
@@ -96,6 +97,59 @@ impl Access for SqliteStore {
             .execute(params![candidate])?;
             conn.prepare_cached("SELECT value FROM settings WHERE name = 'portal_key'")?
                 .query_row([], |r| r.get(0))
+        })
+        .await
+    }
+
+    async fn put_event_type(&self, info: &EventTypeInfo) -> StoreResult<()> {
+        let info = info.clone();
+        self.write(move |conn| {
+            conn.prepare_cached(
+                "INSERT INTO event_types (tenant, name, description, example, updated_at) \
+                 VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (tenant, name) DO UPDATE SET \
+                 description = excluded.description, example = excluded.example, \
+                 updated_at = excluded.updated_at",
+            )?
+            .execute(params![
+                info.tenant.as_str(),
+                info.name.as_str(),
+                info.description,
+                info.example,
+                ms(info.updated_at)
+            ])
+            .map(|_| ())
+        })
+        .await
+    }
+
+    async fn delete_event_type(&self, tenant: &TenantId, name: &EventType) -> StoreResult<bool> {
+        let (tenant, name) = (tenant.clone(), name.clone());
+        self.write(move |conn| {
+            conn.prepare_cached("DELETE FROM event_types WHERE tenant = ?1 AND name = ?2")?
+                .execute(params![tenant.as_str(), name.as_str()])
+                .map(|n| n > 0)
+        })
+        .await
+    }
+
+    async fn event_types(&self, tenant: &TenantId) -> StoreResult<Vec<EventTypeInfo>> {
+        let tenant = tenant.clone();
+        self.read(move |conn| {
+            conn.prepare_cached(
+                "SELECT tenant, name, description, example, updated_at FROM event_types \
+                 WHERE tenant = ?1 ORDER BY name",
+            )?
+            .query_map(params![tenant.as_str()], |r| {
+                Ok(EventTypeInfo {
+                    tenant: tenant_at(r, 0)?,
+                    name: EventType::parse(&r.get::<_, String>(1)?)
+                        .map_err(|_| corrupt("event type"))?,
+                    description: r.get(2)?,
+                    example: r.get(3)?,
+                    updated_at: from_ms(r.get(4)?),
+                })
+            })?
+            .collect()
         })
         .await
     }

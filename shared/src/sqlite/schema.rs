@@ -13,6 +13,15 @@ CREATE TABLE IF NOT EXISTS api_keys (
 );
 CREATE INDEX IF NOT EXISTS api_keys_by_tenant ON api_keys (tenant, id);
 
+CREATE TABLE IF NOT EXISTS event_types (
+    tenant TEXT NOT NULL,
+    name TEXT NOT NULL,
+    description TEXT,
+    example TEXT,
+    updated_at INTEGER NOT NULL,
+    PRIMARY KEY (tenant, name)
+);
+
 CREATE TABLE IF NOT EXISTS settings (
     name TEXT PRIMARY KEY,
     value BLOB NOT NULL

@@ -4,16 +4,21 @@
 //! tenant's partition (`T#{tenant}`, `K#{id}`: what the list reads, with
 //! the hash to revoke by). The text is never stored. The portal key is
 //! one item (`C#portal`, `key`), put once on condition it is not there.
+//! A registered event type is one item in its tenant's partition
+//! (`T#{tenant}`, `Y#{name}`), read back with one query.
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem};
 use hooklane_core::access::ApiKey;
-use hooklane_core::domain::{KeyId, TenantId};
+use hooklane_core::domain::{EventType, EventTypeInfo, KeyId, TenantId};
 use hooklane_core::ports::{Access, StoreError, StoreResult};
 
 use super::batches::Txn;
 use super::items::api_key::{api_key_item, api_key_of};
 use super::items::keys::{key_pk, key_sk, tenant_pk, PORTAL_PK};
+use hooklane_core::record::{from_ms, ms};
+
+use super::items::attrs::get_n;
 use super::{backend, corrupt, get_s, is_condition_failed, Item};
 use crate::string_attr;
 
@@ -126,4 +131,72 @@ impl Access for AwsAccess {
             _ => Err(corrupt("portal key")),
         }
     }
+
+    async fn put_event_type(&self, info: &EventTypeInfo) -> StoreResult<()> {
+        let mut put = self
+            .ddb
+            .put_item()
+            .table_name(&self.settings.table)
+            .item("pk", string_attr(tenant_pk(&info.tenant)))
+            .item("sk", string_attr(event_type_sk(&info.name)))
+            .item(
+                "updated_at",
+                AttributeValue::N(ms(info.updated_at).to_string()),
+            );
+        if let Some(d) = &info.description {
+            put = put.item("description", string_attr(d.clone()));
+        }
+        if let Some(e) = &info.example {
+            put = put.item("example", string_attr(e.clone()));
+        }
+        put.send().await.map_err(backend).map(|_| ())
+    }
+
+    async fn delete_event_type(&self, tenant: &TenantId, name: &EventType) -> StoreResult<bool> {
+        let res = self
+            .ddb
+            .delete_item()
+            .table_name(&self.settings.table)
+            .key("pk", string_attr(tenant_pk(tenant)))
+            .key("sk", string_attr(event_type_sk(name)))
+            .condition_expression("attribute_exists(pk)")
+            .send()
+            .await;
+        match res {
+            Ok(_) => Ok(true),
+            Err(e) if is_condition_failed(&e) => Ok(false),
+            Err(e) => Err(backend(e)),
+        }
+    }
+
+    async fn event_types(&self, tenant: &TenantId) -> StoreResult<Vec<EventTypeInfo>> {
+        let query = self
+            .ddb
+            .query()
+            .table_name(&self.settings.table)
+            .key_condition_expression("pk = :pk AND begins_with(sk, :y)")
+            .expression_attribute_values(":pk", string_attr(tenant_pk(tenant)))
+            .expression_attribute_values(":y", string_attr("Y#"));
+        super::query_items(query, usize::MAX, |item| {
+            let name = get_s(&item, "sk")
+                .and_then(|sk| sk.strip_prefix("Y#"))
+                .and_then(|n| EventType::parse(n).ok())
+                .ok_or_else(|| corrupt("event type"))?;
+            Ok(Some(EventTypeInfo {
+                tenant: tenant.clone(),
+                name,
+                description: get_s(&item, "description").map(str::to_owned),
+                example: get_s(&item, "example").map(str::to_owned),
+                updated_at: from_ms(
+                    get_n(&item, "updated_at").ok_or_else(|| corrupt("updated_at"))?,
+                ),
+            }))
+        })
+        .await
+    }
+}
+
+/// The sort key of a registered event type in its tenant's partition.
+fn event_type_sk(name: &EventType) -> String {
+    format!("Y#{}", name.as_str())
 }

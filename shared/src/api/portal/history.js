@@ -73,10 +73,9 @@ async function eventsPage(query) {
     el("tbody", {}, rows.length ? rows : el("tr", {}, el("td", { colspan: 3 }, "No events."))))), next];
 }
 
-// The exact event types the tenant's endpoints name (patterns left out).
+// The exact event types of the tenant's catalog.
 async function knownTypes() {
-  const subs = [...(await endpointsById()).values()];
-  return new Set(subs.flatMap((s) => s.event_types).filter((t) => !t.includes("*")).sort());
+  return (await catalog()).map((t) => t.name);
 }
 
 async function eventPage(id) {

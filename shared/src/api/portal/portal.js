@@ -133,12 +133,14 @@ function health(sub) {
   return `${h.last_outcome}${h.last_status_code ? ` (${h.last_status_code})` : ""}${failing}`;
 }
 
-function endpointFields(sub) {
+// The fields of an endpoint, with the catalog's `types` to pick from.
+function endpointFields(sub, types) {
+  const typesInput = el("input", { id: "types", name: "types", required: true, value: sub ? sub.event_types.join(", ") : "*" });
   return [
     el("label", { for: "url" }, "URL"),
     el("input", { id: "url", name: "url", type: "url", required: true, value: sub ? sub.url : "" }),
     el("label", { for: "types" }, "Event types (comma-separated: invoice.paid, invoice.*, *)"),
-    el("input", { id: "types", name: "types", required: true, value: sub ? sub.event_types.join(", ") : "*" }),
+    typesInput, typePicker(typesInput, types),
     el("label", { for: "description" }, "Description"),
     el("input", { id: "description", name: "description", value: (sub && sub.description) || "" }),
     el("div", { class: "row" },
@@ -186,9 +188,9 @@ async function endpointsPage() {
 
 // The add form is a page of its own: the list stays a list. The new
 // endpoint's page then shows its signing secret, once.
-function newEndpointPage() {
+async function newEndpointPage() {
   const create = el("form", { class: "card", id: "create-endpoint" },
-    ...endpointFields(null), el("button", { type: "submit" }, "Add endpoint"));
+    ...endpointFields(null, await catalog().catch(() => [])), el("button", { type: "submit" }, "Add endpoint"));
   create.addEventListener("submit", (ev) => {
     ev.preventDefault();
     act(async () => {
@@ -248,9 +250,9 @@ function attemptLog(id, first) {
       el("th", { class: "wide" }, "Duration"), el("th", { class: "wide" }, "Response"))), body)), more];
 }
 
-function endpointActions(sub, id) {
+function endpointActions(sub, id, types) {
   const secret = el("code", { class: "secret", id: "secret" }, "hidden");
-  const edit = el("form", { class: "card", id: "edit-endpoint" }, el("h2", {}, "Edit"), ...endpointFields(sub),
+  const edit = el("form", { class: "card", id: "edit-endpoint" }, el("h2", {}, "Edit"), ...endpointFields(sub, types),
     el("button", { type: "submit" }, "Save"));
   edit.addEventListener("submit", (ev) => {
     ev.preventDefault();
@@ -288,8 +290,8 @@ function suspended(sub, id) {
 
 async function endpointPage(id) {
   const sub = await api("GET", `/subscriptions/${id}`);
-  const [attempts, stats] = await Promise.all([api("GET", `/subscriptions/${id}/attempts?limit=50`),
-    api("GET", `/subscriptions/${id}/stats`)]);
+  const [attempts, stats, types] = await Promise.all([api("GET", `/subscriptions/${id}/attempts?limit=50`),
+    api("GET", `/subscriptions/${id}/stats`), catalog()]);
   const h = sub.health || {};
   return [el("p", {}, el("a", { href: "#/endpoints" }, "← Endpoints")),
     el("h1", {}, sub.url),
@@ -304,7 +306,7 @@ async function endpointPage(id) {
     ...writable(...endpointTools(sub, id)),
     statsSection(stats),
     el("h2", {}, "Recent attempts"), ...attemptLog(id, attempts),
-    ...writable(...endpointActions(sub, id))];
+    ...writable(...endpointActions(sub, id, types))];
 }
 
 // ---------------------------------------------------------------- router
@@ -319,7 +321,8 @@ async function route() {
   let nodes;
   try {
     const parts = path.split("/").filter(Boolean).map(decodeURIComponent);
-    if (parts[0] === "endpoints" && parts[1] === "new" && !state.readOnly) nodes = newEndpointPage();
+    if (parts[0] === "endpoints" && parts[1] === "new" && !state.readOnly) nodes = await newEndpointPage();
+    else if (parts[0] === "event-types") nodes = await eventTypesPage();
     else if (parts[0] === "endpoints" && parts[1]) nodes = await endpointPage(encodeURIComponent(parts[1]));
     else if (parts[0] === "events" && parts[1]) nodes = await eventPage(parts[1]);
     else if (parts[0] === "events") nodes = await eventsPage(query || "");
