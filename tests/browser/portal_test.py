@@ -281,6 +281,22 @@ def every_page(browser, shots, api, tenant, ids):
             load(page, watch, base + hashes[name])
             look(page, watch, name, shots, width)
             links_lead_somewhere(page, watch, base, name)
+        # An end time before every event lists none; an id opens its event.
+        load(page, watch, base + "#/events")
+        page.fill("#until", "2020-01-01 00:00")
+        page.click("button:text('Filter')")
+        expect(page.locator("main")).to_contain_text("No events.")
+        load(page, watch, base + "#/events")
+        page.fill("#event-id", ids["event"])
+        page.click("button:text('Filter')")
+        expect(page.locator("#payload")).to_be_visible()
+        # The attempt log by outcome.
+        load(page, watch, base + f"#/endpoints/{ids['endpoint']}")
+        page.select_option("#attempt-outcome", "failed")
+        expect(page.locator("#attempts tbody")).not_to_contain_text("delivered 204")
+        expect(page.locator("#attempts tbody")).to_contain_text("410")
+        page.select_option("#attempt-outcome", "delivered")
+        expect(page.locator("#attempts tbody")).not_to_contain_text("410")
         # An event search by a pattern says what to write instead.
         load(page, watch, base + "#/events")
         page.fill("#type", "invoice.*")

@@ -393,7 +393,73 @@ async fn the_stats_count_each_endpoints_attempts_by_outcome(backend: Backend) {
     assert_eq!(status, 404, "another tenant's path");
 }
 
+/// The attempt log filtered by outcome and by time, in pages.
+async fn the_attempt_log_filters_by_outcome_and_time_in_pages(backend: Backend) {
+    let rx = Receiver::start().await;
+    let server = Server::start_on(backend, test_env(&[("HOOKLANE_RETRY_SCHEDULE", "0s")])).await;
+    rx.script("mixed", [500, 204, 500, 204].map(Reply::Status).to_vec());
+    let sub = subscribe(&server, &rx.url("mixed"), &["*"], json!({})).await;
+    let before = time::OffsetDateTime::now_utc() - time::Duration::seconds(5);
+    for n in 0..4 {
+        server.publish("acme", "a.b", json!({ "n": n })).await;
+        assert!(eventually(WAIT, || rx.count("mixed") == n + 1).await);
+    }
+    let log = format!("/v1/tenants/acme/subscriptions/{sub}/attempts");
+    assert!(stats_when(&server, &sub, 4).await["last_24h"]["delivered"] == 2);
+    let outcomes = |body: &Value| -> Vec<String> {
+        body["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a["outcome"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let (_, failed) = server
+        .call("GET", &format!("{log}?outcome=failed"), None)
+        .await;
+    assert_eq!(outcomes(&failed), ["parked", "parked"], "{failed}");
+    let (_, delivered) = server
+        .call("GET", &format!("{log}?outcome=delivered"), None)
+        .await;
+    assert_eq!(
+        outcomes(&delivered),
+        ["delivered", "delivered"],
+        "{delivered}"
+    );
+    let (_, first) = server
+        .call("GET", &format!("{log}?outcome=failed&limit=1"), None)
+        .await;
+    assert_eq!(outcomes(&first), ["parked"], "{first}");
+    let cursor = first["next_cursor"].as_str().expect("a next page");
+    let (_, second) = server
+        .call(
+            "GET",
+            &format!("{log}?outcome=failed&limit=1&cursor={cursor}"),
+            None,
+        )
+        .await;
+    assert_eq!(outcomes(&second), ["parked"], "{second}");
+    assert_ne!(first["items"][0]["id"], second["items"][0]["id"]);
+    assert!(second["next_cursor"].is_null(), "{second}");
+    let until = before
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap();
+    let (_, none) = server
+        .call("GET", &format!("{log}?until={until}"), None)
+        .await;
+    assert_eq!(outcomes(&none), Vec::<String>::new(), "{none}");
+    let (status, problem) = server
+        .call("GET", &format!("{log}?outcome=retrying"), None)
+        .await;
+    assert_eq!(
+        (status, &problem["field"]),
+        (400, &json!("outcome")),
+        "{problem}"
+    );
+}
+
 on_both_backends!(
+    the_attempt_log_filters_by_outcome_and_time_in_pages,
     the_stats_count_each_endpoints_attempts_by_outcome,
     each_operator_takes_one_event_and_refuses_another,
     a_filter_change_applies_to_later_events_and_a_bad_one_changes_nothing,

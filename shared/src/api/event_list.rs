@@ -23,7 +23,10 @@ pub(super) const LIST_QUERY: Query = Query {
 /// How far back the list reaches without `since`: the archive's life.
 const ARCHIVE: time::Duration = crate::domain::ARCHIVE_RETENTION;
 
-fn time_param(raw: Option<&String>, field: &str) -> Result<Option<OffsetDateTime>, ApiError> {
+pub(super) fn time_param(
+    raw: Option<&String>,
+    field: &str,
+) -> Result<Option<OffsetDateTime>, ApiError> {
     raw.map(|v| {
         OffsetDateTime::parse(v, &time::format_description::well_known::Rfc3339)
             .map_err(|_| ApiError::bad_request(field, format!("`{field}` is an RFC 3339 time")))

@@ -4,6 +4,7 @@
 //! tenant's resources answer 404.
 
 mod access;
+mod attempts;
 mod auth;
 pub mod body;
 mod dead_letters;
@@ -113,7 +114,7 @@ pub const READS: &[(&str, &str, BodyReads, QueryReads)] = &[
         "get",
         "/v1/tenants/{tenant}/subscriptions/{id}/attempts",
         None,
-        Some(&subscriptions::ATTEMPTS_QUERY),
+        Some(&attempts::ATTEMPTS_QUERY),
     ),
     (
         "post",
@@ -208,7 +209,7 @@ pub fn router(state: AppState) -> Router {
             "/subscriptions/{id}/rotate-secret",
             post(subscriptions::rotate_secret),
         )
-        .route("/subscriptions/{id}/attempts", get(subscriptions::attempts))
+        .route("/subscriptions/{id}/attempts", get(attempts::attempts))
         .route("/subscriptions/{id}/stats", get(stats::stats))
         .route("/subscriptions/{id}/secret", get(subscriptions::secret))
         .route("/subscriptions/{id}/enable", post(subscriptions::enable))

@@ -11,7 +11,9 @@ use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
 use serde_json::Value;
 
-use super::{body, dead_letters, event_list, input, subscriptions, OPENAPI, READS, ROUTES};
+use super::{
+    attempts, body, dead_letters, event_list, input, subscriptions, OPENAPI, READS, ROUTES,
+};
 use crate::domain::{EventFilter, EventId, EventType, SubscriptionId};
 use crate::signing::Secret;
 
@@ -333,7 +335,7 @@ fn every_documented_pattern_accepts_exactly_what_the_server_accepts() {
     cursor_of(
         &format!("{v1}/subscriptions/{{id}}/attempts"),
         "get",
-        &subscriptions::ATTEMPTS_QUERY,
+        &attempts::ATTEMPTS_QUERY,
         &doc,
     );
     cursor_of(

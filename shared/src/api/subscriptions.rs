@@ -64,12 +64,6 @@ pub(super) const LIST_QUERY: Query = Query {
     cursor: CursorKind::SubscriptionId,
 };
 
-/// The query of the attempt log.
-pub(super) const ATTEMPTS_QUERY: Query = Query {
-    allowed: &["limit", "cursor"],
-    cursor: CursorKind::Seq,
-};
-
 /// The subscription as the API shows it, with its circuit breaker's state
 /// in `health.breaker`.
 pub(super) fn view(state: &AppState, sub: &Subscription, with_secret: bool) -> Value {
@@ -361,36 +355,4 @@ pub(super) async fn enable(
         Err(EnableError::ProbeFailed(reason)) => Err(ApiError::conflict(None, reason)),
         Err(EnableError::Store(e)) => Err(e.into()),
     }
-}
-
-pub(super) async fn attempts(
-    State(state): State<AppState>,
-    Path((tenant, id)): Path<(String, String)>,
-    RawQuery(query): RawQuery,
-) -> Result<Json<Value>, ApiError> {
-    let page = page(query.as_deref(), &ATTEMPTS_QUERY)?;
-    let sub = load(&state, &tenant, &id).await?;
-    let mut items = state
-        .engine
-        .attempts(&sub, page.seq(), page.limit + 1)
-        .await?;
-    let next = next_cursor(&mut items, page.limit, |(seq, _)| seq.to_string());
-    let items: Vec<Value> = items
-        .iter()
-        .map(|(_, a)| {
-            json!({
-                "id": a.id.as_str(),
-                "event_id": a.event_id.as_str(),
-                "event_type": a.event_type.as_ref().map(|t| t.as_str()),
-                "attempt": a.attempt,
-                "started_at": rfc3339(a.started_at),
-                "duration_ms": a.duration_ms,
-                "status_code": a.status_code,
-                "outcome": a.outcome,
-                "error": a.error,
-                "response_excerpt": a.response_excerpt,
-            })
-        })
-        .collect();
-    Ok(Json(json!({ "items": items, "next_cursor": next })))
 }

@@ -35,22 +35,30 @@ function deliveryState(d, subs) {
 // field offers the exact types the tenant's endpoints name.
 async function eventsPage(query) {
   const params = new URLSearchParams(query);
-  const since = params.get("since");
+  const [since, until] = [params.get("since"), params.get("until")];
   const form = el("form", { class: "card row", id: "event-filter" },
     el("div", {}, el("label", { for: "type" }, "Type (exact, e.g. invoice.paid)"),
       el("input", { id: "type", name: "type", list: "known-types", value: params.get("type") || "" }),
       el("datalist", { id: "known-types" }, [...await knownTypes().catch(() => [])].map((t) => el("option", { value: t })))),
     el("div", {}, el("label", { for: "since" }, `Since (${zoneName(new Date())})`), timeInput("since", since ? field(new Date(since)) : "")),
+    el("div", {}, el("label", { for: "until" }, `Until (${zoneName(new Date())})`), timeInput("until", until ? field(new Date(until)) : "")),
+    el("div", {}, el("label", { for: "event-id" }, "Or an event id"), el("input", { id: "event-id", name: "id", placeholder: "evt_…" })),
     el("div", {}, el("button", { type: "submit" }, "Filter")));
   form.addEventListener("submit", (ev) => {
     ev.preventDefault();
     const f = new FormData(form);
     const next = new URLSearchParams();
     const type = String(f.get("type") || "").trim();
+    const id = String(f.get("id") || "").trim();
+    if (id) {
+      location.hash = `#/events/${encodeURIComponent(id)}`;
+      return;
+    }
     try {
       if (type.includes("*")) throw new Error(`Type: "${type}" is a pattern; events are searched by one exact type, such as ${type.replace(/\*.*$/, "") || "invoice."}paid.`);
       if (type) next.set("type", type);
       if (f.get("since")) next.set("since", parseField(String(f.get("since")), "Since").toISOString());
+      if (f.get("until")) next.set("until", parseField(String(f.get("until")), "Until").toISOString());
     } catch (e) {
       notice(e.message, true);
       return;

@@ -243,11 +243,24 @@ function paged(first, path, rows, label, empty) {
   return [body, more];
 }
 
+// The attempt log, with a choice of outcome that reads it again.
 function attemptLog(id, first) {
-  const [body, more] = paged(first, `/subscriptions/${id}/attempts?limit=50`, attemptRows, "Older attempts", null);
-  return [el("div", { class: "table" }, el("table", { id: "attempts" },
-    el("thead", {}, el("tr", {}, el("th", {}, "Time"), el("th", {}, "Event"), el("th", {}, "Attempt"), el("th", {}, "Status"),
-      el("th", { class: "wide" }, "Duration"), el("th", { class: "wide" }, "Response"))), body)), more];
+  const table = (page, path) => {
+    const [body, more] = paged(page, path, attemptRows, "Older attempts", null);
+    return [el("div", { class: "table" }, el("table", { id: "attempts" },
+      el("thead", {}, el("tr", {}, el("th", {}, "Time"), el("th", {}, "Event"), el("th", {}, "Attempt"), el("th", {}, "Status"),
+        el("th", { class: "wide" }, "Duration"), el("th", { class: "wide" }, "Response"))), body)), more];
+  };
+  const base = `/subscriptions/${id}/attempts?limit=50`;
+  const log = el("div", { id: "attempt-log" }, table(first, base));
+  const outcome = el("select", { id: "attempt-outcome", "aria-label": "Which attempts" },
+    el("option", { value: "" }, "All attempts"), el("option", { value: "failed" }, "Failed only"),
+    el("option", { value: "delivered" }, "Delivered only"));
+  outcome.addEventListener("change", () => act(async () => {
+    const path = outcome.value ? `${base}&outcome=${outcome.value}` : base;
+    log.replaceChildren(...table(await api("GET", path), path));
+  }, null, true));
+  return [el("div", { class: "row filter" }, el("div", {}, outcome)), log];
 }
 
 function endpointActions(sub, id, types) {
