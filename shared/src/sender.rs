@@ -71,6 +71,25 @@ impl HttpSender {
     }
 }
 
+/// The most bytes of response headers an attempt keeps.
+const HEADERS_LIMIT: usize = 2048;
+
+/// A response's headers as a JSON object's text, in the order received,
+/// up to [`HEADERS_LIMIT`] bytes (the headers past it are left out).
+fn headers_text(headers: &reqwest::header::HeaderMap) -> Option<String> {
+    let mut kept = serde_json::Map::new();
+    let mut size = 2;
+    for (name, value) in headers {
+        let value = String::from_utf8_lossy(value.as_bytes());
+        size += name.as_str().len() + value.len() + 6;
+        if size > HEADERS_LIMIT {
+            break;
+        }
+        kept.insert(name.as_str().to_owned(), value.into_owned().into());
+    }
+    (!kept.is_empty()).then(|| serde_json::Value::Object(kept).to_string())
+}
+
 /// Classifies a client error into an attempt result.
 fn classify_error(err: &reqwest::Error) -> AttemptResult {
     let text = error_chain(err);
@@ -111,6 +130,7 @@ impl Sender for HttpSender {
             return SendReport {
                 result: AttemptResult::Refused(e.to_string()),
                 excerpt: None,
+                headers: None,
                 elapsed: started.elapsed(),
             };
         }
@@ -122,9 +142,10 @@ impl Sender for HttpSender {
         for (name, value) in request.headers {
             builder = builder.header(name.as_ref(), value);
         }
-        let (result, excerpt) = match builder.send().await {
+        let (result, excerpt, headers) = match builder.send().await {
             Ok(mut resp) => {
                 let status = resp.status().as_u16();
+                let headers = headers_text(resp.headers());
                 let retry_after = resp
                     .headers()
                     .get("retry-after")
@@ -141,13 +162,15 @@ impl Sender for HttpSender {
                         retry_after,
                     },
                     excerpt,
+                    headers,
                 )
             }
-            Err(e) => (classify_error(&e), None),
+            Err(e) => (classify_error(&e), None, None),
         };
         SendReport {
             result,
             excerpt,
+            headers,
             elapsed: started.elapsed(),
         }
     }

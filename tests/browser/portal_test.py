@@ -167,7 +167,7 @@ def start_server(workdir, backend):
 
 TOKEN_SECRET = "portal-bearer-never-shown"
 WIDTHS = (1280, 390)
-PAGES = ("endpoints", "new-endpoint", "endpoint", "events", "event", "event-types", "dead-letters")
+PAGES = ("endpoints", "new-endpoint", "endpoint", "attempt", "events", "event", "event-types", "dead-letters")
 
 # Text nodes outside payloads and responses that a page must never show.
 BAD_TEXT = r"""() => {
@@ -265,6 +265,7 @@ def every_page(browser, shots, api, tenant, ids):
     a failed request; every link on it leads to a page that is not an
     error; a screenshot of each."""
     link = session_link(api, tenant, False)
+    attempt = api.ok("GET", f"/v1/tenants/{tenant}/subscriptions/{ids['endpoint']}/attempts?limit=1")["items"][0]["id"]
     for width in WIDTHS:
         page = browser.new_page(viewport={"width": width, "height": 900})
         watch = Watch(page)
@@ -272,6 +273,7 @@ def every_page(browser, shots, api, tenant, ids):
         base = page.url.split("#")[0]
         hashes = {"endpoints": "#/endpoints", "new-endpoint": "#/endpoints/new",
                   "endpoint": f"#/endpoints/{ids['endpoint']}",
+                  "attempt": f"#/endpoints/{ids['endpoint']}/attempts/{attempt}",
                   "events": "#/events", "event": f"#/events/{ids['event']}", "dead-letters": "#/dead-letters",
                   "event-types": "#/event-types"}
         load(page, watch, base + "#/event-types")
@@ -477,6 +479,15 @@ def run(shots, api, receiver_base):
         assert page.locator("#stats svg text").count() >= 6, "the axes' labels"
         assert page.locator("#daily tbody tr").count() == 7, "a row per day"
         page.screenshot(path=f"{shots}/endpoint.png", full_page=True)
+        # An attempt's page: the request sent and the response.
+        page.locator("#attempts tbody a[href*='/attempts/']").first.click()
+        expect(page.get_by_role("heading", name="Attempt 1 of order.paid")).to_be_visible()
+        expect(page.locator("#request-body")).to_contain_text('"total": 42')
+        expect(page.locator("#request-headers")).to_contain_text("webhook-id")
+        expect(page.locator("#response-headers")).to_contain_text("content-length")
+        page.screenshot(path=f"{shots}/attempt.png", full_page=True)
+        page.go_back()
+        expect(page.locator("#attempts")).to_be_visible()
 
         # Rotate, then reveal, the secret.
         page.click("button:text('Rotate')")

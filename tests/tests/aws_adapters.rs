@@ -1670,6 +1670,7 @@ fn attempt_of(
         outcome: outcome.to_owned(),
         error: None,
         response_excerpt: None,
+        response_headers: None,
     }
 }
 

@@ -292,6 +292,22 @@ async fn headers_and_auth_go_on_every_attempt_and_the_probe_and_secrets_stay_hid
         .call("GET", "/v1/tenants/acme/subscriptions", None)
         .await;
     let (_, attempts) = server.call("GET", &format!("{path}/attempts"), None).await;
+    let first = attempts["items"][0]["id"].as_str().expect("an attempt");
+    let (status, detail) = server
+        .call("GET", &format!("{path}/attempts/{first}"), None)
+        .await;
+    assert_eq!(status, 200, "{detail}");
+    let sent = &detail["request"]["headers"];
+    assert!(
+        sent["authorization"]
+            .as_str()
+            .is_some_and(|a| a.ends_with("[redacted]")),
+        "{detail}"
+    );
+    assert!(
+        sent["webhook-id"].is_string() && sent["content-type"] == "application/json",
+        "{detail}"
+    );
     assert_eq!(read["auth"], json!({"type": "basic", "username": "hook"}));
     let excerpts: Vec<&Value> = attempts["items"]
         .as_array()
@@ -311,6 +327,7 @@ async fn headers_and_auth_go_on_every_attempt_and_the_probe_and_secrets_stay_hid
             ("GET", read.to_string()),
             ("the list", list.to_string()),
             ("the attempt log", attempts.to_string()),
+            ("an attempt's detail", detail.to_string()),
             ("the log", logged.clone()),
         ] {
             assert!(!text.contains(secret), "{what} shows {secret}");
@@ -448,6 +465,22 @@ async fn the_attempt_log_filters_by_outcome_and_time_in_pages(backend: Backend) 
         .call("GET", &format!("{log}?until={until}"), None)
         .await;
     assert_eq!(outcomes(&none), Vec::<String>::new(), "{none}");
+    // One attempt in detail: the request as sent, the response's headers.
+    let id = delivered["items"][0]["id"].as_str().unwrap();
+    let (status, detail) = server.call("GET", &format!("{log}/{id}"), None).await;
+    assert_eq!(status, 200, "{detail}");
+    assert_eq!(detail["request"]["body"]["data"]["n"], 3, "{detail}");
+    assert_eq!(
+        detail["request"]["headers"]["webhook-attempt"], "1",
+        "{detail}"
+    );
+    assert_eq!(detail["request"]["url"], rx.url("mixed"));
+    assert!(detail["response_headers"].is_object(), "{detail}");
+    let gone = "att_0000000000000000000000000";
+    assert_eq!(
+        server.call("GET", &format!("{log}/{gone}"), None).await.0,
+        404
+    );
     let (status, problem) = server
         .call("GET", &format!("{log}?outcome=retrying"), None)
         .await;

@@ -1,9 +1,14 @@
-//! The attempt log route (`GET …/subscriptions/{id}/attempts`): newest
+//! The attempt log routes. `GET …/subscriptions/{id}/attempts`: newest
 //! first, in pages, optionally only the attempts of one outcome
 //! (`outcome=delivered` or `failed`) or started by a time (`until`). A
 //! filtered page is found by reading the log in pages and keeping what
 //! matches, at most [`SCAN`] entries per request: a page can then hold
 //! fewer items than asked, with a `next_cursor` to read on from.
+//! `GET …/attempts/{attempt_id}`: one attempt in detail, among the latest
+//! [`SCAN`], with the request as hooklane sends it (its signature left
+//! out, the endpoint's own headers as they are now, a credential
+//! redacted, the event's body while the archive keeps it) and the
+//! response's status, headers and body excerpt.
 
 use axum::extract::{Path, RawQuery, State};
 use axum::Json;
@@ -14,7 +19,8 @@ use super::event_list::time_param;
 use super::input::{page, rfc3339, CursorKind, Query};
 use super::subscriptions::load;
 use super::AppState;
-use crate::domain::Attempt;
+use crate::domain::{Attempt, AttemptId, Subscription};
+use crate::sender::USER_AGENT;
 
 /// The query of the attempt log.
 pub(super) const ATTEMPTS_QUERY: Query = Query {
@@ -26,6 +32,10 @@ pub(super) const ATTEMPTS_QUERY: Query = Query {
 const SCAN: usize = 1_000;
 
 fn view(a: &Attempt) -> Value {
+    let headers = a
+        .response_headers
+        .as_deref()
+        .and_then(|h| serde_json::from_str::<Value>(h).ok());
     json!({
         "id": a.id.as_str(),
         "event_id": a.event_id.as_str(),
@@ -37,6 +47,7 @@ fn view(a: &Attempt) -> Value {
         "outcome": a.outcome,
         "error": a.error,
         "response_excerpt": a.response_excerpt,
+        "response_headers": headers,
     })
 }
 
@@ -92,4 +103,65 @@ pub(super) async fn attempts(
     };
     let items: Vec<Value> = items.iter().map(|(_, a)| view(a)).collect();
     Ok(Json(json!({ "items": items, "next_cursor": next })))
+}
+
+/// The request an attempt sent, as hooklane builds it: its signature is
+/// not kept, and the endpoint's own headers are as they are now.
+fn request(sub: &Subscription, a: &Attempt, body: Option<Value>) -> Value {
+    let mut headers = serde_json::Map::new();
+    for (k, v) in sub.options.request_headers() {
+        let shown = if k == "authorization" {
+            format!("{} [redacted]", v.split(' ').next().unwrap_or(""))
+        } else {
+            v
+        };
+        headers.insert(k, shown.into());
+    }
+    for (k, v) in [
+        ("content-type", "application/json".to_owned()),
+        ("user-agent", USER_AGENT.to_owned()),
+        ("webhook-id", a.event_id.as_str().to_owned()),
+        (
+            "webhook-timestamp",
+            a.started_at.unix_timestamp().to_string(),
+        ),
+        ("webhook-signature", "v1,… (not kept)".to_owned()),
+        ("webhook-attempt", a.attempt.to_string()),
+    ] {
+        headers.insert(k.to_owned(), v.into());
+    }
+    json!({"method": "POST", "url": sub.url.as_str(), "headers": headers, "body": body})
+}
+
+pub(super) async fn detail(
+    State(state): State<AppState>,
+    Path((tenant, id, attempt)): Path<(String, String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    let sub = load(&state, &tenant, &id).await?;
+    let wanted =
+        AttemptId::parse(&attempt).map_err(|e| ApiError::bad_request("attempt_id", e.0))?;
+    let (mut before, mut scanned) = (None, 0);
+    let found = 'scan: loop {
+        let page = state.engine.attempts(&sub, before, 250).await?;
+        let full = page.len() == 250;
+        for (seq, a) in page {
+            scanned += 1;
+            before = Some(seq);
+            if a.id == wanted {
+                break 'scan Some(a);
+            }
+        }
+        if !full || scanned >= SCAN {
+            break None;
+        }
+    };
+    let a = found.ok_or_else(|| ApiError::not_found("attempt").field("attempt_id"))?;
+    let body = state
+        .engine
+        .event(&sub.tenant, &a.event_id)
+        .await?
+        .and_then(|e| serde_json::from_slice::<Value>(&e.payload).ok());
+    let mut out = view(&a);
+    out["request"] = request(&sub, &a, body);
+    Ok(Json(out))
 }

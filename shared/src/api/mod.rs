@@ -55,6 +55,10 @@ pub const ROUTES: &[(&str, &str)] = &[
         "/v1/tenants/{tenant}/subscriptions/{id}/rotate-secret",
     ),
     ("get", "/v1/tenants/{tenant}/subscriptions/{id}/attempts"),
+    (
+        "get",
+        "/v1/tenants/{tenant}/subscriptions/{id}/attempts/{attempt_id}",
+    ),
     ("get", "/v1/tenants/{tenant}/subscriptions/{id}/stats"),
     ("get", "/v1/tenants/{tenant}/subscriptions/{id}/secret"),
     ("post", "/v1/tenants/{tenant}/subscriptions/{id}/enable"),
@@ -192,9 +196,9 @@ pub struct AppState {
     pub auth: Auth,
 }
 
-/// The API router.
-pub fn router(state: AppState) -> Router {
-    let tenant_routes = Router::new()
+/// The routes under a tenant (`/v1/tenants/{tenant}/…`).
+fn tenant_routes() -> Router<AppState> {
+    Router::new()
         .route(
             "/subscriptions",
             post(subscriptions::create).get(subscriptions::list),
@@ -210,6 +214,10 @@ pub fn router(state: AppState) -> Router {
             post(subscriptions::rotate_secret),
         )
         .route("/subscriptions/{id}/attempts", get(attempts::attempts))
+        .route(
+            "/subscriptions/{id}/attempts/{attempt_id}",
+            get(attempts::detail),
+        )
         .route("/subscriptions/{id}/stats", get(stats::stats))
         .route("/subscriptions/{id}/secret", get(subscriptions::secret))
         .route("/subscriptions/{id}/enable", post(subscriptions::enable))
@@ -230,7 +238,12 @@ pub fn router(state: AppState) -> Router {
         .route("/dead-letters/replay", post(dead_letters::replay))
         .route("/api-keys", post(access::create_key).get(access::list_keys))
         .route("/api-keys/{id}", delete(access::revoke_key))
-        .route("/portal-sessions", post(access::create_session));
+        .route("/portal-sessions", post(access::create_session))
+}
+
+/// The API router.
+pub fn router(state: AppState) -> Router {
+    let tenant_routes = tenant_routes();
     let authed = Router::new()
         .nest("/v1/tenants/{tenant}", tenant_routes.clone())
         // The same routes for tenant credentials only (`auth::PORTAL_API`).

@@ -14,7 +14,7 @@ use axum::Router;
 use super::AppState;
 
 /// The portal's files: path, content type, body.
-const ASSETS: [(&str, &str, &str); 9] = [
+const ASSETS: [(&str, &str, &str); 10] = [
     (
         "/portal/",
         "text/html; charset=utf-8",
@@ -26,6 +26,7 @@ const ASSETS: [(&str, &str, &str); 9] = [
     ("/portal/history.js", JS, include_str!("portal/history.js")),
     ("/portal/stats.js", JS, include_str!("portal/stats.js")),
     ("/portal/catalog.js", JS, include_str!("portal/catalog.js")),
+    ("/portal/attempt.js", JS, include_str!("portal/attempt.js")),
     (
         "/portal/portal.css",
         "text/css; charset=utf-8",

@@ -116,6 +116,7 @@ pub(crate) fn attempt(d: &Delivery, n: u32, outcome: &str, status: Option<u16>) 
         outcome: outcome.into(),
         error: None,
         response_excerpt: Some("ok".into()),
+        response_headers: Some(r#"{"content-type":"text/plain","x-request-id":"r1"}"#.into()),
     }
 }
 

@@ -224,6 +224,10 @@ pub struct Attempt {
     pub error: Option<String>,
     /// The start of the response body, at most 1 KiB.
     pub response_excerpt: Option<String>,
+    /// The response's headers, as a JSON object's text (at most 2 KiB;
+    /// `None` without a response, and in entries written before the log
+    /// kept them).
+    pub response_headers: Option<String>,
 }
 
 /// A parked delivery as listed by `/dead-letters`.

@@ -38,6 +38,7 @@ impl Engine {
         tokio::time::timeout(cut, send).await.unwrap_or(SendReport {
             result: AttemptResult::Timeout,
             excerpt: None,
+            headers: None,
             elapsed: cut,
         })
     }

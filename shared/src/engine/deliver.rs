@@ -310,8 +310,13 @@ impl Engine {
             .await;
         // A receiver that echoes its request does not put the endpoint's
         // credentials in the attempt log.
-        if let (Some(auth), Some(excerpt)) = (&sub.options.auth, &mut report.excerpt) {
-            *excerpt = auth.redact(excerpt);
+        if let Some(auth) = &sub.options.auth {
+            for text in [&mut report.excerpt, &mut report.headers]
+                .into_iter()
+                .flatten()
+            {
+                *text = auth.redact(text);
+            }
         }
         report
     }

@@ -176,6 +176,7 @@ impl Engine {
                 .into(),
                 error: (!ok).then(|| report.result.describe()),
                 response_excerpt: report.excerpt.clone(),
+                response_headers: report.headers.clone(),
             })
             .await?;
         Ok(report)

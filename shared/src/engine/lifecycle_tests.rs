@@ -96,6 +96,7 @@ fn attempt(sub: &Subscription, now: OffsetDateTime) -> Attempt {
         outcome: "retrying".into(),
         error: Some("timeout".into()),
         response_excerpt: None,
+        response_headers: None,
     }
 }
 

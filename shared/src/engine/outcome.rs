@@ -162,5 +162,6 @@ fn logged(
         outcome: outcome.to_owned(),
         error: (!report.result.is_success()).then(|| report.result.describe()),
         response_excerpt: report.excerpt.clone(),
+        response_headers: report.headers.clone(),
     }
 }

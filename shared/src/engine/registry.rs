@@ -124,6 +124,11 @@ impl Engine {
         self.ports.events.recent(tenant, query).await
     }
 
+    /// An archived event (within the archive's 14 days).
+    pub async fn event(&self, tenant: &TenantId, id: &EventId) -> StoreResult<Option<Event>> {
+        self.ports.events.get(tenant, id).await
+    }
+
     /// An archived event and the record of each of its deliveries.
     pub async fn event_and_deliveries(
         &self,

@@ -173,6 +173,7 @@ mod tests {
             outcome: outcome.into(),
             error: None,
             response_excerpt: None,
+            response_headers: None,
         }
     }
 

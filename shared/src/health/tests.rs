@@ -23,6 +23,7 @@ fn attempt(at: OffsetDateTime, status: Option<u16>) -> Attempt {
         .into(),
         error: None,
         response_excerpt: None,
+        response_headers: None,
     }
 }
 

@@ -11,8 +11,8 @@ use crate::ports::{AttemptLog, StoreResult};
 pub(super) fn insert(conn: &Connection, a: &Attempt) -> rusqlite::Result<()> {
     conn.prepare_cached(
         "INSERT INTO attempts (id, tenant, subscription_id, event_id, attempt, started_at, \
-         duration_ms, status_code, outcome, error, response_excerpt, event_type) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+         duration_ms, status_code, outcome, error, response_excerpt, event_type, response_headers) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
     )?
     .execute(params![
         a.id.as_str(),
@@ -26,7 +26,8 @@ pub(super) fn insert(conn: &Connection, a: &Attempt) -> rusqlite::Result<()> {
         a.outcome,
         a.error,
         a.response_excerpt,
-        a.event_type.as_ref().map(|t| t.as_str())
+        a.event_type.as_ref().map(|t| t.as_str()),
+        a.response_headers
     ])
     .map(|_| ())
 }
@@ -49,7 +50,7 @@ impl AttemptLog for SqliteStore {
         self.read(move |conn| {
             conn.prepare_cached(
                 "SELECT seq, id, tenant, subscription_id, event_id, attempt, started_at, duration_ms, \
-                 status_code, outcome, error, response_excerpt, event_type FROM attempts \
+                 status_code, outcome, error, response_excerpt, event_type, response_headers FROM attempts \
                  WHERE tenant = ?1 AND subscription_id = ?2 AND seq < ?3 ORDER BY seq DESC LIMIT ?4",
             )?
             .query_map(
@@ -82,6 +83,7 @@ fn attempt_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(i64, Attempt)> {
             outcome: r.get(9)?,
             error: r.get(10)?,
             response_excerpt: r.get(11)?,
+            response_headers: r.get(13)?,
         },
     ))
 }

@@ -137,6 +137,8 @@ const ADDED: &[(&str, &str, &str)] = &[
     // older pending deliveries of its key on other lanes (G5).
     ("deliveries", "lane_no", "INTEGER NOT NULL DEFAULT 0"),
     ("deliveries", "key_hash", "INTEGER"),
+    // The response's headers in the attempt log (NULL in older entries).
+    ("attempts", "response_headers", "TEXT"),
     // The event's type in the attempt log (NULL in older entries).
     ("attempts", "event_type", "TEXT"),
     // When a delivery was queued, for the age of the oldest pending one

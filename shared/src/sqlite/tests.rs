@@ -398,6 +398,7 @@ impl crate::ports::Sender for Counting {
                 retry_after: None,
             },
             excerpt: None,
+            headers: None,
             elapsed: std::time::Duration::from_millis(1),
         }
     }

@@ -215,9 +215,9 @@ function newSecret(id) {
     el("code", { class: "secret" }, created.secret))];
 }
 
-function attemptRows(items) {
-  return items.map((a) => el("tr", {},
-    el("td", {}, when(a.started_at)),
+// The rows of `id`'s attempts, each time linking to the attempt's page.
+const attemptRows = (id) => (items) => items.map((a) => el("tr", {},
+    el("td", {}, el("a", { href: `#/endpoints/${id}/attempts/${encodeURIComponent(a.id)}` }, when(a.started_at))),
     el("td", {}, String(a.outcome).startsWith("probe_")
       ? el("span", { class: "muted" }, "endpoint.probe (re-enable's test request)")
       : el("a", { href: `#/events/${encodeURIComponent(a.event_id)}` }, a.event_type || a.event_id)),
@@ -225,7 +225,6 @@ function attemptRows(items) {
     el("td", { class: a.outcome === "delivered" || a.outcome === "probe_succeeded" ? "ok" : "bad" }, `${a.outcome}${a.status_code ? ` ${a.status_code}` : ""}`),
     el("td", { class: "wide" }, `${a.duration_ms} ms`),
     el("td", { class: "wide" }, el("code", {}, a.response_excerpt || a.error || ""))));
-}
 
 // A table's body that grows a page at a time, and its button: `first` is
 // the first page of `path` (which has its limit), `rows` draws items.
@@ -246,7 +245,7 @@ function paged(first, path, rows, label, empty) {
 // The attempt log, with a choice of outcome that reads it again.
 function attemptLog(id, first) {
   const table = (page, path) => {
-    const [body, more] = paged(page, path, attemptRows, "Older attempts", null);
+    const [body, more] = paged(page, path, attemptRows(id), "Older attempts", null);
     return [el("div", { class: "table" }, el("table", { id: "attempts" },
       el("thead", {}, el("tr", {}, el("th", {}, "Time"), el("th", {}, "Event"), el("th", {}, "Attempt"), el("th", {}, "Status"),
         el("th", { class: "wide" }, "Duration"), el("th", { class: "wide" }, "Response"))), body)), more];
@@ -336,6 +335,7 @@ async function route() {
     const parts = path.split("/").filter(Boolean).map(decodeURIComponent);
     if (parts[0] === "endpoints" && parts[1] === "new" && !state.readOnly) nodes = await newEndpointPage();
     else if (parts[0] === "event-types") nodes = await eventTypesPage();
+    else if (parts[0] === "endpoints" && parts[2] === "attempts" && parts[3]) nodes = await attemptPage(parts[1], parts[3]);
     else if (parts[0] === "endpoints" && parts[1]) nodes = await endpointPage(encodeURIComponent(parts[1]));
     else if (parts[0] === "events" && parts[1]) nodes = await eventPage(parts[1]);
     else if (parts[0] === "events") nodes = await eventsPage(query || "");

@@ -43,6 +43,10 @@ pub(crate) fn attempt_item(a: &Attempt, sk: String) -> Item {
             "event_type",
             a.event_type.as_ref().map(|t| string_attr(t.as_str())),
         ),
+        (
+            "response_headers",
+            a.response_headers.clone().map(string_attr),
+        ),
     ];
     for (k, v) in optional {
         if let Some(v) = v {
@@ -76,6 +80,7 @@ pub(crate) fn attempt_of(item: &Item) -> StoreResult<(i64, Attempt)> {
             outcome: text("outcome")?.to_owned(),
             error: get_s(item, "error").map(str::to_owned),
             response_excerpt: get_s(item, "response_excerpt").map(str::to_owned),
+            response_headers: get_s(item, "response_headers").map(str::to_owned),
         },
     ))
 }
