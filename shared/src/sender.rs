@@ -74,18 +74,34 @@ impl HttpSender {
 /// The most bytes of response headers an attempt keeps.
 const HEADERS_LIMIT: usize = 2048;
 
-/// A response's headers as a JSON object's text, in the order received,
-/// up to [`HEADERS_LIMIT`] bytes (the headers past it are left out).
-fn headers_text(headers: &reqwest::header::HeaderMap) -> Option<String> {
+/// A failed response's headers as a JSON object's text (what an operator
+/// debugging it wants; a success keeps none, which keeps the log's writes
+/// small), repeated names joined with `, `, cookies left out, and headers
+/// that would take the text past [`HEADERS_LIMIT`] bytes left out.
+fn headers_text(status: u16, headers: &reqwest::header::HeaderMap) -> Option<String> {
+    if (200..300).contains(&status) {
+        return None;
+    }
     let mut kept = serde_json::Map::new();
     let mut size = 2;
-    for (name, value) in headers {
-        let value = String::from_utf8_lossy(value.as_bytes());
-        size += name.as_str().len() + value.len() + 6;
-        if size > HEADERS_LIMIT {
-            break;
+    for name in headers.keys() {
+        if name == reqwest::header::SET_COOKIE {
+            continue;
         }
-        kept.insert(name.as_str().to_owned(), value.into_owned().into());
+        let values: Vec<String> = headers
+            .get_all(name)
+            .iter()
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+            .collect();
+        let value = values.join(", ");
+        let adds = serde_json::to_string(name.as_str()).map_or(0, |n| n.len())
+            + serde_json::to_string(&value).map_or(0, |v| v.len())
+            + 2;
+        if size + adds > HEADERS_LIMIT {
+            continue;
+        }
+        size += adds;
+        kept.insert(name.as_str().to_owned(), value.into());
     }
     (!kept.is_empty()).then(|| serde_json::Value::Object(kept).to_string())
 }
@@ -145,7 +161,7 @@ impl Sender for HttpSender {
         let (result, excerpt, headers) = match builder.send().await {
             Ok(mut resp) => {
                 let status = resp.status().as_u16();
-                let headers = headers_text(resp.headers());
+                let headers = headers_text(status, resp.headers());
                 let retry_after = resp
                     .headers()
                     .get("retry-after")

@@ -7,7 +7,7 @@
 //! `GET …/attempts/{attempt_id}`: one attempt in detail, among the latest
 //! [`SCAN`], with the request as hooklane sends it (its signature left
 //! out, the endpoint's own headers as they are now, a credential
-//! redacted, the event's body while the archive keeps it) and the
+//! redacted, the event's body as its text while the archive keeps it) and the
 //! response's status, headers and body excerpt.
 
 use axum::extract::{Path, RawQuery, State};
@@ -75,31 +75,24 @@ pub(super) async fn attempts(
         let got_2xx = matches!(a.outcome.as_str(), "delivered" | "probe_succeeded");
         delivered.is_none_or(|d| got_2xx == d) && until.is_none_or(|t| a.started_at <= t)
     };
-    let (mut items, mut before, mut scanned) = (Vec::new(), page.seq(), 0);
-    let next = loop {
-        let want = page.limit + 1 - items.len();
-        let read = state.engine.attempts(&sub, before, want.max(50)).await?;
-        let full = read.len() == want.max(50);
-        for (seq, a) in read {
-            scanned += 1;
-            before = Some(seq);
+    let mut items = Vec::new();
+    let scanned = state
+        .engine
+        .scan_attempts(&sub, page.seq(), SCAN, |seq, a| {
             if keep(&a) {
                 items.push((seq, a));
             }
-            if items.len() > page.limit || scanned >= SCAN {
-                break;
-            }
-        }
-        if items.len() > page.limit {
-            items.truncate(page.limit);
-            break items.last().map(|(seq, _)| seq.to_string());
-        }
-        if !full {
-            break None;
-        }
-        if scanned >= SCAN {
-            break before.map(|seq| seq.to_string());
-        }
+            items.len() <= page.limit
+        })
+        .await?;
+    let next = if items.len() > page.limit {
+        items.truncate(page.limit);
+        items.last().map(|(seq, _)| seq.to_string())
+    } else if scanned.ended {
+        None
+    } else {
+        // The read's bound came first: on from the last entry read.
+        scanned.last.map(|seq| seq.to_string())
     };
     let items: Vec<Value> = items.iter().map(|(_, a)| view(a)).collect();
     Ok(Json(json!({ "items": items, "next_cursor": next })))
@@ -107,7 +100,7 @@ pub(super) async fn attempts(
 
 /// The request an attempt sent, as hooklane builds it: its signature is
 /// not kept, and the endpoint's own headers are as they are now.
-fn request(sub: &Subscription, a: &Attempt, body: Option<Value>) -> Value {
+fn request(sub: &Subscription, a: &Attempt, body: Option<String>) -> Value {
     let mut headers = serde_json::Map::new();
     for (k, v) in sub.options.request_headers() {
         let shown = if k == "authorization" {
@@ -140,27 +133,24 @@ pub(super) async fn detail(
     let sub = load(&state, &tenant, &id).await?;
     let wanted =
         AttemptId::parse(&attempt).map_err(|e| ApiError::bad_request("attempt_id", e.0))?;
-    let (mut before, mut scanned) = (None, 0);
-    let found = 'scan: loop {
-        let page = state.engine.attempts(&sub, before, 250).await?;
-        let full = page.len() == 250;
-        for (seq, a) in page {
-            scanned += 1;
-            before = Some(seq);
-            if a.id == wanted {
-                break 'scan Some(a);
+    let mut found = None;
+    state
+        .engine
+        .scan_attempts(&sub, None, SCAN, |_, a| {
+            let hit = a.id == wanted;
+            if hit {
+                found = Some(a);
             }
-        }
-        if !full || scanned >= SCAN {
-            break None;
-        }
-    };
+            !hit
+        })
+        .await?;
     let a = found.ok_or_else(|| ApiError::not_found("attempt").field("attempt_id"))?;
     let body = state
         .engine
         .event(&sub.tenant, &a.event_id)
         .await?
-        .and_then(|e| serde_json::from_slice::<Value>(&e.payload).ok());
+        // The bytes as sent (and signed), not a document re-serialized.
+        .and_then(|e| String::from_utf8(e.payload.to_vec()).ok());
     let mut out = view(&a);
     out["request"] = request(&sub, &a, body);
     Ok(Json(out))

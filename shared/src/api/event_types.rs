@@ -94,7 +94,9 @@ pub(super) async fn unregister(
     Path((tenant, raw_name)): Path<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
     let tenant = input::tenant(&tenant)?;
-    let name = name(&raw_name)?;
+    // A name that cannot be a type was never registered.
+    let name =
+        EventType::parse(&raw_name).map_err(|_| ApiError::not_found("event type").field("name"))?;
     if state.engine.unregister_event_type(&tenant, &name).await? {
         Ok(StatusCode::NO_CONTENT)
     } else {

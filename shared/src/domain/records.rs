@@ -224,9 +224,9 @@ pub struct Attempt {
     pub error: Option<String>,
     /// The start of the response body, at most 1 KiB.
     pub response_excerpt: Option<String>,
-    /// The response's headers, as a JSON object's text (at most 2 KiB;
-    /// `None` without a response, and in entries written before the log
-    /// kept them).
+    /// A failed response's headers, as a JSON object's text (at most 2
+    /// KiB; `None` for a success, without a response, and in entries
+    /// written before the log kept them).
     pub response_headers: Option<String>,
 }
 

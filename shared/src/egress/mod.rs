@@ -152,18 +152,26 @@ fn is_forbidden_v4(ip: Ipv4Addr) -> bool {
 }
 
 /// The IPv4 address an IPv6 form wraps: IPv4-mapped `::ffff:a.b.c.d`,
-/// IPv4-compatible `::a.b.c.d` (`::` and `::1` as 0.0.0.0/8), NAT64
-/// `64:ff9b::/96` and 6to4 `2002::/16`.
+/// IPv4-translated `::ffff:0:a.b.c.d`, IPv4-compatible `::a.b.c.d` (`::`
+/// and `::1` as 0.0.0.0/8), NAT64 `64:ff9b::/96` and local-use
+/// `64:ff9b:1::/48`, 6to4 `2002::/16`, and Teredo `2001::/32` (its client
+/// address, inverted).
 fn wrapped_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
     let s = ip.segments();
     let embedded = |hi: u16, lo: u16| Ipv4Addr::from((u32::from(hi) << 16) | u32::from(lo));
     if let Some(v4) = ip.to_ipv4_mapped() {
         return Some(v4);
     }
-    if s[..6].iter().all(|&x| x == 0) || s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
-        return Some(embedded(s[6], s[7]));
+    let last = matches!(
+        s[..6],
+        [0, 0, 0, 0, 0, 0] | [0, 0, 0, 0, 0xffff, 0] | [0x64, 0xff9b, 0, 0, 0, 0]
+    ) || s[..3] == [0x64, 0xff9b, 1];
+    match s[0] {
+        _ if last => Some(embedded(s[6], s[7])),
+        0x2002 => Some(embedded(s[1], s[2])),
+        0x2001 if s[1] == 0 => Some(embedded(!s[6], !s[7])),
+        _ => None,
     }
-    (s[0] == 0x2002).then(|| embedded(s[1], s[2]))
 }
 
 /// True for the cloud metadata and credential addresses, refused whatever
@@ -171,14 +179,15 @@ fn wrapped_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
 /// metadata of AWS, Google Cloud, Azure, Oracle and DigitalOcean, and
 /// AWS's DNS and time servers), 169.254.170.0/24 (ECS task and EKS pod
 /// credentials), 100.100.100.200 (Alibaba Cloud), 168.63.129.16 (Azure's
-/// host), `fd00:ec2::/32` (AWS's IPv6 metadata), and any IPv6 form
-/// wrapping one of them. A name resolving to one is refused with it.
+/// host), `fd00:ec2::/32` (AWS's IPv6 metadata), `fd20:ce::/32` (Google
+/// Cloud's), and any IPv6 form wrapping one of them. A name resolving to
+/// one is refused with it.
 pub fn is_metadata(ip: IpAddr) -> bool {
     let v4 = match ip {
         IpAddr::V4(v4) => v4,
         IpAddr::V6(v6) => match wrapped_v4(v6) {
             Some(v4) => v4,
-            None => return v6.segments()[..2] == [0xfd00, 0x0ec2],
+            None => return matches!(v6.segments()[..2], [0xfd00, 0x0ec2] | [0xfd20, 0x00ce]),
         },
     };
     matches!(

@@ -52,6 +52,10 @@ async fn metadata_addresses_and_names_resolving_to_them_are_refused_under_every_
         "[fd00:ec2::254]",
         "[::ffff:169.254.169.254]",
         "[64:ff9b::a9fe:a9fe]",
+        "[64:ff9b:1::a9fe:a9fe]",
+        "[::ffff:0:169.254.169.254]",
+        "[fd20:ce::254]",
+        "[2001:0:4136:e378:8000:63bf:5601:5601]",
     ];
     for allow_http in [false, true] {
         for allow_private in [false, true] {

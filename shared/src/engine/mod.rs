@@ -26,7 +26,7 @@ mod wiring;
 pub use lifecycle::EnableError;
 pub use metrics::{Metrics, CONTENT_TYPE as METRICS_CONTENT_TYPE};
 pub use operator::OPERATOR_TENANT;
-pub use registry::ROTATION_OVERLAP;
+pub use registry::{Scanned, ROTATION_OVERLAP};
 pub use requeue::BackfillPass;
 pub use wiring::{EveryStorePort, Outside, Ports, Store, StorePorts};
 

@@ -100,6 +100,42 @@ impl Engine {
             .await
     }
 
+    /// Reads `sub`'s attempt log newest first from `before`, in pages,
+    /// handing each entry to `visit` until it answers `false`, the log
+    /// ends, or `max` entries were read: what the routes that filter or
+    /// search the log (and the statistics) read, bounded.
+    pub async fn scan_attempts(
+        &self,
+        sub: &Subscription,
+        mut before: Option<i64>,
+        max: usize,
+        mut visit: impl FnMut(i64, Attempt) -> bool + Send,
+    ) -> StoreResult<Scanned> {
+        let mut read = 0;
+        loop {
+            let page = self.attempts(sub, before, 250.min(max - read)).await?;
+            let ended = page.len() < 250.min(max - read);
+            for (seq, a) in page {
+                read += 1;
+                before = Some(seq);
+                if !visit(seq, a) {
+                    return Ok(Scanned {
+                        last: before,
+                        ended: false,
+                        stopped: true,
+                    });
+                }
+            }
+            if ended || read >= max {
+                return Ok(Scanned {
+                    last: before,
+                    ended,
+                    stopped: false,
+                });
+            }
+        }
+    }
+
     /// A page of `tenant`'s parked deliveries (of one subscription, when
     /// given) after `after`.
     pub async fn dead_letters(
@@ -141,4 +177,15 @@ impl Engine {
         let deliveries = self.ports.views.of_event(tenant, id).await?;
         Ok(Some((event, deliveries)))
     }
+}
+
+/// How a [`Engine::scan_attempts`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Scanned {
+    /// The sequence of the last entry read (where to read on from).
+    pub last: Option<i64>,
+    /// Whether the log ended.
+    pub ended: bool,
+    /// Whether the visitor stopped it.
+    pub stopped: bool,
 }

@@ -1,11 +1,12 @@
 //! Endpoint statistics (`GET …/subscriptions/{id}/stats`, the portal's
 //! endpoint page): success rate, latency and volume over the last 24
 //! hours and 7 days, computed from the subscription's attempt log, newest
-//! first. A request reads at most [`MAX_READ`] attempts, in pages of
-//! [`PAGE`]: on DynamoDB a bounded number of queries whatever the
-//! endpoint's volume. When the cap is reached before the window's start,
+//! first. A request reads at most [`MAX_READ`] attempts
+//! ([`Engine::scan_attempts`]): on DynamoDB a bounded number of queries
+//! whatever the endpoint's volume. When the cap is reached before the window's start,
 //! the figures are of the attempts read and `complete` is false.
-//! Re-enable probes are left out; every other attempt that did not end in
+//! Re-enable probes and the entry a suspension adds (a copy of the attempt
+//! that caused it) are left out; every other attempt that did not end in
 //! a 2xx counts as failed.
 
 use time::{Duration, OffsetDateTime, Time};
@@ -16,8 +17,6 @@ use crate::ports::StoreResult;
 
 /// The most attempts one request reads.
 pub const MAX_READ: usize = 2_000;
-/// Attempts one read asks for.
-const PAGE: usize = 250;
 
 /// Attempts of one window.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -106,9 +105,11 @@ fn buckets(attempts: &[&Attempt], first: OffsetDateTime, step: Duration, n: i64)
 
 /// The statistics of `attempts` (newest first, or in any order) at `at`.
 pub fn compute(attempts: &[Attempt], at: OffsetDateTime, complete: bool) -> EndpointStats {
+    // A suspension's entry repeats the attempt that caused it.
     let counted: Vec<&Attempt> = attempts
         .iter()
-        .filter(|a| !a.outcome.starts_with("probe_") && a.started_at <= at)
+        .filter(|a| !a.outcome.starts_with("probe_") && a.outcome != "suspended")
+        .filter(|a| a.started_at <= at)
         .collect();
     let since = |d: Duration| -> Vec<&Attempt> {
         counted
@@ -135,19 +136,17 @@ impl Engine {
     /// `sub`'s statistics now, from at most [`MAX_READ`] of its attempts.
     pub async fn stats(&self, sub: &Subscription) -> StoreResult<EndpointStats> {
         let at = self.ports.clock.now();
-        let (mut read, mut before, mut complete) = (Vec::new(), None, false);
-        while !complete && read.len() < MAX_READ {
-            let page = self.attempts(sub, before, PAGE).await?;
-            complete = page.len() < PAGE;
-            before = page.last().map(|(seq, _)| *seq);
-            for (_, a) in page {
-                if a.started_at <= at - Duration::WEEK {
-                    complete = true;
-                    break;
+        let (mut read, since) = (Vec::new(), at - Duration::WEEK);
+        let scanned = self
+            .scan_attempts(sub, None, MAX_READ, |_, a| {
+                let inside = a.started_at > since;
+                if inside {
+                    read.push(a);
                 }
-                read.push(a);
-            }
-        }
+                inside
+            })
+            .await?;
+        let complete = scanned.ended || scanned.stopped;
         Ok(compute(&read, at, complete))
     }
 }
@@ -183,6 +182,7 @@ mod tests {
         let log = [
             attempt(datetime!(2026-12-07 15:10 UTC), "delivered", 10),
             attempt(datetime!(2026-12-07 15:05 UTC), "retrying", 30),
+            attempt(datetime!(2026-12-07 15:05 UTC), "suspended", 30),
             attempt(datetime!(2026-12-07 14:59 UTC), "delivered", 20),
             attempt(datetime!(2026-12-07 14:00 UTC), "probe_failed", 5),
             attempt(datetime!(2026-12-06 16:00 UTC), "parked", 1000),

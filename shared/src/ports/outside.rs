@@ -75,7 +75,7 @@ pub struct SendReport {
     pub result: AttemptResult,
     /// The start of the response body (at most 1 KiB).
     pub excerpt: Option<String>,
-    /// The response's headers, as a JSON object's text (at most 2 KiB).
+    /// A failed response's headers, as a JSON object's text (at most 2 KiB).
     pub headers: Option<String>,
     /// How long the attempt took.
     pub elapsed: Duration,

@@ -234,10 +234,15 @@ function paged(first, path, rows, label, empty) {
   let cursor = first.next_cursor;
   more.hidden = !cursor;
   more.addEventListener("click", () => act(async () => {
-    const page = await api("GET", `${path}&cursor=${encodeURIComponent(cursor)}`);
-    body.append(...rows(page.items));
-    cursor = page.next_cursor;
-    more.hidden = !cursor;
+    more.disabled = true;
+    try {
+      const page = await api("GET", `${path}&cursor=${encodeURIComponent(cursor)}`);
+      body.append(...rows(page.items));
+      cursor = page.next_cursor;
+      more.hidden = !cursor;
+    } finally {
+      more.disabled = false;
+    }
   }, null, true));
   return [body, more];
 }
@@ -303,7 +308,7 @@ function suspended(sub, id) {
 async function endpointPage(id) {
   const sub = await api("GET", `/subscriptions/${id}`);
   const [attempts, stats, types] = await Promise.all([api("GET", `/subscriptions/${id}/attempts?limit=50`),
-    api("GET", `/subscriptions/${id}/stats`), catalog()]);
+    api("GET", `/subscriptions/${id}/stats`), state.readOnly ? [] : catalog().catch(() => [])]);
   const h = sub.health || {};
   return [el("p", {}, el("a", { href: "#/endpoints" }, "← Endpoints")),
     el("h1", {}, sub.url),
