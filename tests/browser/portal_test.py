@@ -339,6 +339,18 @@ def endpoint_options(page, shots, api, tenant):
     assert [r[3]["data"]["total"] for r in paid] == [700], f"the filter let through {paid}"
     for r in paid + ok_requests("webhook.test"):
         assert r[1] == f"Bearer {TOKEN_SECRET}" and r[2] == "k_portal_1", f"sent without them: {r[:3]}"
+    # A test event of a catalog type, its example as the data to start from.
+    page.select_option("#test-type", "order.paid")
+    assert json.loads(page.input_value("#test-data")) == {"order": "or_1", "total": 42}
+    page.fill("#test-data", '{"order": "or_9", "total": 9}')
+    seen = len(ok_requests("order.paid"))
+    page.click("#send-test")
+    expect(page.locator("#notice")).to_contain_text("Test event evt_")
+    api.wait("the typed test event", lambda: len(ok_requests("order.paid")) > seen)
+    assert ok_requests("order.paid")[-1][3]["data"] == {"order": "or_9", "total": 9}
+    page.fill("#test-data", "{not json")
+    page.click("#send-test")
+    expect(page.locator("#notice")).to_contain_text("Test data: write it as JSON")
     page.click("#recover")
     expect(page.locator("#notice")).to_contain_text("Recovering:")
     page.reload()

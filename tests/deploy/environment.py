@@ -40,6 +40,11 @@ NOT_SET = {
     # Development only: a deployed stack sends to public https endpoints.
     "HOOKLANE_ALLOW_HTTP": "development only",
     "HOOKLANE_ALLOW_PRIVATE_TARGETS": "development only",
+    # Lifts the refusal of cloud metadata addresses: never wanted on AWS.
+    "HOOKLANE_ALLOW_METADATA_TARGETS": "the metadata refusal stays on AWS",
+    # The commit a build is made from: set by the build script at compile
+    # time (shared/build.rs), not read from the environment at run time.
+    "HOOKLANE_COMMIT": "set at build time by shared/build.rs",
     # The portal's signing key is generated once and kept in the table; the
     # portal's links take the request's host (API Gateway's, or a custom
     # domain's) where no public URL is set.

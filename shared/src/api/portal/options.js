@@ -89,11 +89,26 @@ function optionsView(sub) {
   ];
 }
 
-function endpointTools(sub, id) {
+// Send a test event (of a type from the catalog, with its example as the
+// data to start from) and recover a time window.
+function endpointTools(sub, id, types) {
   if (sub.status !== "active") return [];
   const since = timeInput("recover-since", field(new Date(Date.now() - 3600e3)));
+  const kind = el("select", { id: "test-type" }, el("option", { value: "webhook.test" }, "webhook.test"),
+    (types || []).map((t) => el("option", { value: t.name }, t.name)));
+  const data = el("textarea", { id: "test-data", rows: 3, spellcheck: "false" }, "{}");
+  kind.addEventListener("change", () => {
+    const t = (types || []).find((x) => x.name === kind.value);
+    data.value = JSON.stringify(t && t.example !== null && t.example !== undefined ? t.example : {}, null, 2);
+  });
   const test = () => act(async () => {
-    const sent = await api("POST", `/subscriptions/${id}/test`, {});
+    let body;
+    try {
+      body = JSON.parse(data.value || "{}");
+    } catch (_) {
+      throw new Error("Test data: write it as JSON, such as {\"amount\": 4200}.");
+    }
+    const sent = await api("POST", `/subscriptions/${id}/test`, { event_type: kind.value, data: body });
     notice(`Test event ${sent.event_id} sent.`);
   }, null, true);
   const recover = () => act(async () => {
@@ -102,6 +117,8 @@ function endpointTools(sub, id) {
     notice(`Recovering: ${r.recovering} event(s) since ${when(from)} are looked at; what was not delivered is sent again.`);
   }, null, true);
   return [el("section", { id: "tools" }, el("h2", {}, "Tools"),
+    el("div", { class: "row" }, el("div", {}, el("label", { for: "test-type" }, "Test event type"), kind)),
+    el("label", { for: "test-data" }, "Test event data (JSON)"), data,
     el("button", { type: "button", id: "send-test", onclick: test }, "Send test event"),
     el("label", { for: "recover-since" }, `Recover what was not delivered since (${zoneName(new Date())})`), since,
     el("button", { type: "button", id: "recover", onclick: recover }, "Recover"))];

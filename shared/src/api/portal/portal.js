@@ -320,7 +320,7 @@ async function endpointPage(id) {
       ...optionsView(sub),
       el("p", {}, "Health: ", health(sub), h.last_error ? ` · last error: ${h.last_error}` : "")),
     ...suspended(sub, id),
-    ...writable(...endpointTools(sub, id)),
+    ...writable(...endpointTools(sub, id, types)),
     statsSection(stats),
     el("h2", {}, "Recent attempts"), ...attemptLog(id, attempts),
     ...writable(...endpointActions(sub, id, types))];
