@@ -8,17 +8,14 @@
 use anyhow::Context;
 use serde_json::{json, Value};
 
+use crate::api_client::Api;
 use crate::status::{table, text};
 
 /// `hooklane dead-letters` arguments.
 #[derive(clap::Args)]
 pub struct Args {
-    /// The hooklane API's base URL.
-    #[arg(long, env = "HOOKLANE_URL", default_value = "http://127.0.0.1:8080")]
-    url: String,
-    /// The operator token (`HOOKLANE_API_TOKEN` of the server).
-    #[arg(long, env = "HOOKLANE_API_TOKEN", hide_env_values = true)]
-    token: String,
+    #[command(flatten)]
+    api: Api,
     /// The tenant whose dead letters these are.
     #[arg(long)]
     tenant: String,
@@ -54,21 +51,11 @@ enum Action {
 
 /// Runs the action against the API and prints what it answered.
 pub async fn run(args: Args) -> anyhow::Result<()> {
-    let base = format!(
-        "{}/v1/tenants/{}/dead-letters",
-        args.url.trim_end_matches('/'),
-        args.tenant
-    );
+    let base = args
+        .api
+        .at(&format!("/v1/tenants/{}/dead-letters", args.tenant));
     let http = reqwest::Client::new();
-    let call = |req: reqwest::RequestBuilder| async {
-        let response = req.bearer_auth(&args.token).send().await?;
-        let code = response.status();
-        let body = response.text().await?;
-        if !code.is_success() {
-            anyhow::bail!("{base} answered {code}: {body}");
-        }
-        serde_json::from_str::<Value>(&body).context("the answer is not JSON")
-    };
+    let call = |req| args.api.call(req);
     match args.action {
         Action::List {
             subscription,

@@ -11,6 +11,7 @@
 //! builds it in); `dlq` then says so. `dead-letters` lists and replays a
 //! tenant's parked deliveries through the API, on either backend.
 
+mod api_client;
 mod dead_letters;
 #[cfg(feature = "aws")]
 mod dlq;

@@ -4,18 +4,15 @@
 //! API) and printed as tables, or as the JSON itself with `--json`. The
 //! numbers are those `GET /metrics` serves: both read one overview.
 
-use anyhow::Context;
 use serde_json::Value;
+
+use crate::api_client::Api;
 
 /// `hooklane status` arguments.
 #[derive(clap::Args)]
 pub struct Args {
-    /// The hooklane API's base URL.
-    #[arg(long, env = "HOOKLANE_URL", default_value = "http://127.0.0.1:8080")]
-    url: String,
-    /// The operator token (`HOOKLANE_API_TOKEN` of the server).
-    #[arg(long, env = "HOOKLANE_API_TOKEN", hide_env_values = true)]
-    token: String,
+    #[command(flatten)]
+    api: Api,
     /// Print the status document as JSON, for scripts.
     #[arg(long)]
     json: bool,
@@ -23,19 +20,8 @@ pub struct Args {
 
 /// Fetches the status and prints it.
 pub async fn run(args: Args) -> anyhow::Result<()> {
-    let url = format!("{}/status", args.url.trim_end_matches('/'));
-    let response = reqwest::Client::new()
-        .get(&url)
-        .bearer_auth(&args.token)
-        .send()
-        .await
-        .with_context(|| format!("asking {url}"))?;
-    let code = response.status();
-    let body = response.text().await.context("reading the status")?;
-    if !code.is_success() {
-        anyhow::bail!("{url} answered {code}: {body}");
-    }
-    let status: Value = serde_json::from_str(&body).context("the status is not JSON")?;
+    let http = reqwest::Client::new();
+    let status = args.api.call(http.get(args.api.at("/status"))).await?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&status)?);
     } else {
