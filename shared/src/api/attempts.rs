@@ -20,6 +20,7 @@ use super::input::{page, rfc3339, CursorKind, Query};
 use super::subscriptions::load;
 use super::AppState;
 use crate::domain::{Attempt, AttemptId, Subscription};
+use crate::engine::deliver::request_headers;
 use crate::sender::USER_AGENT;
 
 /// The query of the attempt log.
@@ -102,26 +103,16 @@ pub(super) async fn attempts(
 /// not kept, and the endpoint's own headers are as they are now.
 fn request(sub: &Subscription, a: &Attempt, body: Option<String>) -> Value {
     let mut headers = serde_json::Map::new();
-    for (k, v) in sub.options.request_headers() {
-        let shown = if k == "authorization" {
-            format!("{} [redacted]", v.split(' ').next().unwrap_or(""))
-        } else {
-            v
+    headers.insert("content-type".into(), "application/json".into());
+    headers.insert("user-agent".into(), USER_AGENT.into());
+    let sent = request_headers(sub, &[], a.event_id.as_str(), a.started_at, a.attempt, b"");
+    for (k, v) in sent {
+        let shown = match k.as_ref() {
+            "authorization" => format!("{} [redacted]", v.split(' ').next().unwrap_or("")),
+            "webhook-signature" => "v1,… (not kept)".to_owned(),
+            _ => v,
         };
-        headers.insert(k, shown.into());
-    }
-    for (k, v) in [
-        ("content-type", "application/json".to_owned()),
-        ("user-agent", USER_AGENT.to_owned()),
-        ("webhook-id", a.event_id.as_str().to_owned()),
-        (
-            "webhook-timestamp",
-            a.started_at.unix_timestamp().to_string(),
-        ),
-        ("webhook-signature", "v1,… (not kept)".to_owned()),
-        ("webhook-attempt", a.attempt.to_string()),
-    ] {
-        headers.insert(k.to_owned(), v.into());
+        headers.insert(k.into_owned(), shown.into());
     }
     json!({"method": "POST", "url": sub.url.as_str(), "headers": headers, "body": body})
 }

@@ -280,19 +280,7 @@ impl Engine {
         body: bytes::Bytes,
         now: OffsetDateTime,
     ) -> SendReport {
-        let signed = webhook_headers(
-            &sub.signing_secrets(now),
-            id,
-            now.unix_timestamp(),
-            attempt,
-            &body,
-        );
-        let mut headers: Vec<(Cow<'static, str>, String)> = sub
-            .options
-            .request_headers()
-            .map(|(k, v)| (Cow::Owned(k), v))
-            .collect();
-        headers.extend(signed.into_iter().map(|(k, v)| (Cow::Borrowed(k), v)));
+        let mut headers = request_headers(sub, &sub.signing_secrets(now), id, now, attempt, &body);
         // The attempt span's own, when traces are on (in place of one the
         // subscription's headers set).
         if let Some(t) = crate::trace::traceparent() {
@@ -320,4 +308,24 @@ impl Engine {
         }
         report
     }
+}
+
+/// The headers of an attempt beside the sender's own (content type, user
+/// agent): the endpoint's options first, then the Standard Webhooks
+/// headers, signed with `secrets` (none: an empty signature). What an
+/// attempt sends, and what the attempt detail shows of it.
+pub fn request_headers(
+    sub: &Subscription,
+    secrets: &[&crate::signing::Secret],
+    id: &str,
+    at: OffsetDateTime,
+    attempt: u32,
+    body: &[u8],
+) -> Vec<(Cow<'static, str>, String)> {
+    let signed = webhook_headers(secrets, id, at.unix_timestamp(), attempt, body);
+    sub.options
+        .request_headers()
+        .map(|(k, v)| (Cow::Owned(k), v))
+        .chain(signed.into_iter().map(|(k, v)| (Cow::Borrowed(k), v)))
+        .collect()
 }

@@ -9,7 +9,7 @@
 mod access;
 pub mod catalog;
 mod cut_off;
-mod deliver;
+pub(crate) mod deliver;
 mod emf;
 pub mod in_flight;
 mod lifecycle;
