@@ -85,7 +85,7 @@ pub(super) async fn register(
         .await?
         .into_iter()
         .find(|e| e.name == name)
-        .ok_or_else(|| ApiError::not_found("event type"))?;
+        .ok_or_else(|| ApiError::not_found("event type").field("name"))?;
     Ok(Json(view(&entry)))
 }
 

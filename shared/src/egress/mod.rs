@@ -337,9 +337,10 @@ impl GuardedResolver {
             .filter(|sa| policy.refuse(&host, sa.ip()).is_none())
             .collect();
         if allowed.is_empty() {
+            let addr = first.ip();
             return Err(policy
-                .refuse(&host, first.ip())
-                .expect("every address was refused"));
+                .refuse(&host, addr)
+                .unwrap_or(EgressError::Forbidden { host, addr }));
         }
         if allowed.len() < resolved.len() {
             tracing::warn!(
