@@ -24,6 +24,9 @@ pub enum Reply {
     RetryAfter(u16, String),
     /// This status with a body.
     Body(u16, String),
+    /// This status with this text as the body and in an `x-echo` header (a
+    /// receiver that echoes what it was sent).
+    Echo(u16, String),
     /// This status with a `Location` header.
     Redirect(u16, String),
     /// Accept and never answer.
@@ -253,6 +256,7 @@ async fn handle(
         Reply::Status(c) => code(c).into_response(),
         Reply::RetryAfter(c, v) => (code(c), [("retry-after", v)]).into_response(),
         Reply::Body(c, b) => (code(c), b).into_response(),
+        Reply::Echo(c, b) => (code(c), [("x-echo", b.clone())], b).into_response(),
         Reply::Redirect(c, to) => (code(c), [("location", to)]).into_response(),
         Reply::Slow(after, c) => {
             tokio::time::sleep(after).await;

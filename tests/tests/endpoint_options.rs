@@ -200,7 +200,7 @@ async fn headers_and_auth_go_on_every_attempt_and_the_probe_and_secrets_stay_hid
     let rx = Receiver::start().await;
     // The receiver echoes the credentials back: the attempt log must not.
     let echo = format!("bad gateway; saw Bearer {TOKEN_SECRET}");
-    rx.set_default("gw", Reply::Body(500, echo));
+    rx.set_default("gw", Reply::Echo(500, echo));
     let dir = tempfile::tempdir().unwrap();
     let (port, log) = (free_port(), dir.path().join("serve.log"));
     let env = test_env(&[
@@ -292,11 +292,22 @@ async fn headers_and_auth_go_on_every_attempt_and_the_probe_and_secrets_stay_hid
         .call("GET", "/v1/tenants/acme/subscriptions", None)
         .await;
     let (_, attempts) = server.call("GET", &format!("{path}/attempts"), None).await;
-    let first = attempts["items"][0]["id"].as_str().expect("an attempt");
+    // A failed attempt: its response's headers are kept, the echo with them.
+    let first = attempts["items"]
+        .as_array()
+        .and_then(|items| items.iter().find(|a| a["status_code"] == 500))
+        .and_then(|a| a["id"].as_str())
+        .expect("a failed attempt");
     let (status, detail) = server
         .call("GET", &format!("{path}/attempts/{first}"), None)
         .await;
     assert_eq!(status, 200, "{detail}");
+    assert!(
+        detail["response_headers"]["x-echo"]
+            .as_str()
+            .is_some_and(|e| e.contains("[redacted]")),
+        "an echo in a header is redacted too: {detail}"
+    );
     let sent = &detail["request"]["headers"];
     assert!(
         sent["authorization"]
